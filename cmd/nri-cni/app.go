@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = ""
+
+// defaultPath is used when the runtime starts us without PATH (pre-launched
+// NRI plugins, hooks): CNI plugins exec iptables, ip and friends.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// app is the command line. Its I/O and environment are fields so tests need
+// no process-global mutation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+const usage = `usage:
+  nri-cni run --config FILE [--socket PATH] [--name NAME] [--idx NN]
+                        external NRI plugin (DaemonSet, systemd)
+  nri-cni version       print the version
+  nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
+                        (started by the runtime from its plugin dir)
+`
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if a.getenv("PATH") == "" {
+		_ = os.Setenv("PATH", defaultPath)
+	}
+	if len(args) == 0 {
+		if a.getenv(api.PluginSocketEnvVar) != "" {
+			return a.prelaunched(ctx)
+		}
+		fmt.Fprint(a.stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return a.runExternal(ctx, args[1:])
+	case "version", "--version", "-v":
+		fmt.Fprintf(a.stdout, "nri-cni %s\n", buildVersion())
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(a.stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(a.stderr, "nri-cni: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func (a *app) fail(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "nri-cni: "+strings.TrimSuffix(format, "\n")+"\n", args...)
+	return 1
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+func (a *app) runExternal(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file (YAML or JSON)")
+	socket := fs.String("socket", api.DefaultSocketPath, "the runtime's NRI socket")
+	name := fs.String("name", "nri-cni", "plugin name")
+	idx := fs.String("idx", "10", "plugin index (two digits): order among NRI plugins")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return a.fail("run: unexpected arguments %q", fs.Args())
+	}
+	if len(*idx) != 2 || (*idx)[0] < '0' || (*idx)[0] > '9' || (*idx)[1] < '0' || (*idx)[1] > '9' {
+		return a.fail("run: --idx %q: want two digits, e.g. 10", *idx)
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	logger, closeLog, err := newLogger(cfg, a.stderr, "")
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	defer closeLog()
+	log := logrus.NewEntry(logger)
+	mgr, err := buildManager(ctx, cfg, log)
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
+	if err := hook.RunExternal(ctx, hook.NewPlugin(mgr, nil, log), *socket, *name, *idx, log); err != nil {
+		log.WithError(err).Error("nri-cni stopped")
+		return 1
+	}
+	log.Info("nri-cni stopped")
+	return 0
+}
+
+// prelaunched runs as a plugin the runtime started from its plugin dir: no
+// arguments, no PATH, stdout/stderr discarded, config via Configure.
+func (a *app) prelaunched(ctx context.Context) int {
+	cfg := config.Default()
+	logger, closeLog, err := newLogger(cfg, a.stderr, config.DefaultPrelaunchedLogFile)
+	if err != nil {
+		// Nowhere better to say it: stderr is discarded, but try anyway.
+		return a.fail("%v", err)
+	}
+	defer func() { closeLog() }()
+	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
+	configure := func(ctx context.Context, text string) (*hook.Manager, error) {
+		cfg, err := config.Parse([]byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("config from the runtime (%s.conf): %w", a.getenv(api.PluginNameEnvVar), err)
+		}
+		if cfg.LogFile != "" {
+			newLog, c, err := newLogger(cfg, a.stderr, "")
+			if err != nil {
+				return nil, err
+			}
+			closeLog()
+			closeLog = c
+			logger.SetOutput(newLog.Out)
+		}
+		level, _ := logrus.ParseLevel(cfg.LogLevel)
+		logger.SetLevel(level)
+		return buildManager(ctx, cfg, log)
+	}
+	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
+	if err := hook.RunPrelaunched(ctx, hook.NewPlugin(nil, configure, log)); err != nil {
+		log.WithError(err).Error("nri-cni stopped")
+		return 1
+	}
+	log.Info("nri-cni stopped")
+	return 0
+}
+
+// buildManager opens the state dir, records the host netns and loads the CNI
+// configs. Invalid config files are skipped with a warning naming each.
+func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*hook.Manager, error) {
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	resolver, err := netns.NewResolver()
+	if err != nil {
+		return nil, err
+	}
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir})
+	skipped, err := engine.Reload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range skipped {
+		log.WithError(e).Warn("skipping invalid CNI config")
+	}
+	nets := engine.Networks()
+	names := make([]string, 0, len(nets))
+	for _, n := range nets {
+		names = append(names, n.Name)
+	}
+	if _, err := engine.Select(cfg.Networks); err != nil {
+		// Not fatal: configs may appear later; pods fail with this error meanwhile.
+		log.WithError(err).Warn("the configured networks are not available yet")
+	}
+	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
+	return hook.NewManager(cfg, engine, resolver, store, log), nil
+}
+
+// newLogger builds a logger at cfg's level writing to cfg.LogFile, else
+// fallbackFile, else stderr.
+func newLogger(cfg config.Config, stderr io.Writer, fallbackFile string) (*logrus.Logger, func(), error) {
+	l := logrus.New()
+	level, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.SetLevel(level)
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	l.SetOutput(stderr)
+	file := cfg.LogFile
+	if file == "" {
+		file = fallbackFile
+	}
+	if file == "" {
+		return l, func() {}, nil
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("logFile: %w", err)
+	}
+	l.SetOutput(f)
+	return l, func() { _ = f.Close() }, nil
+}

@@ -1,0 +1,211 @@
+// Package cni runs CNI operations through libcni: it loads and validates the
+// network configs, builds each call's runtime config, ADDs and DELs network
+// lists with libcni's result cache, and bounds every call in time.
+//
+// It returns errors and never logs; callers add pod context and log.
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// Errors.
+var (
+	ErrUnknownNetwork = errors.New("unknown network")
+	ErrNoNetworks     = errors.New("no valid CNI network config")
+)
+
+// Options configures an Engine.
+type Options struct {
+	ConfDir  string
+	BinDirs  []string
+	CacheDir string
+	// Exec runs plugins; nil means the real exec (tests inject fakes).
+	Exec invoke.Exec
+}
+
+// Engine runs CNI ADD/DEL for attachments. The loaded network set can be
+// replaced at any time (Reload); calls in flight keep the set they started with.
+type Engine struct {
+	opts Options
+	cni  *libcni.CNIConfig
+
+	mu       sync.RWMutex // guards networks; never held across a CNI exec
+	networks []*Network
+}
+
+// New returns an Engine. Call Reload to load the configs.
+func New(opts Options) *Engine {
+	return &Engine{
+		opts: opts,
+		cni:  libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, opts.Exec),
+	}
+}
+
+// CNI exposes the libcni client (GC, benchmarks).
+func (e *Engine) CNI() *libcni.CNIConfig { return e.cni }
+
+// Reload re-reads the config directory. skipped names each invalid file.
+func (e *Engine) Reload(ctx context.Context) (skipped []error, err error) {
+	nets, skipped, err := LoadDir(ctx, e.cni, e.opts.ConfDir)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.networks = nets
+	e.mu.Unlock()
+	return skipped, nil
+}
+
+// Networks returns the loaded networks in file order.
+func (e *Engine) Networks() []*Network {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return append([]*Network(nil), e.networks...)
+}
+
+// Select returns the networks named, in order; with no names, the first valid
+// network (the kubelet's rule).
+func (e *Engine) Select(names []string) ([]*Network, error) {
+	nets := e.Networks()
+	if len(names) == 0 {
+		if len(nets) == 0 {
+			return nil, fmt.Errorf("%w in %s", ErrNoNetworks, e.opts.ConfDir)
+		}
+		return nets[:1], nil
+	}
+	byName := make(map[string]*Network, len(nets))
+	for _, n := range nets {
+		byName[n.Name] = n
+	}
+	out := make([]*Network, 0, len(names))
+	for _, name := range names {
+		n, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q: no valid config with that name in %s", ErrUnknownNetwork, name, e.opts.ConfDir)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Attachment is one (container, interface) pair, the CNI unit of work.
+type Attachment struct {
+	ContainerID    string
+	IfName         string
+	Netns          string // "" for a best-effort DEL
+	Args           [][2]string
+	CapabilityArgs map[string]any
+}
+
+func (a Attachment) runtimeConf() *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID:    a.ContainerID,
+		NetNS:          a.Netns,
+		IfName:         a.IfName,
+		Args:           a.Args,
+		CapabilityArgs: a.CapabilityArgs,
+	}
+}
+
+// Result is what nri-cni keeps of an ADD result.
+type Result struct {
+	IPs []string // CIDR notation
+	Mac string
+}
+
+// Add runs ADD of network n for a.
+func (e *Engine) Add(ctx context.Context, n *Network, a Attachment) (*Result, error) {
+	res, err := e.cni.AddNetworkList(ctx, n.List, a.runtimeConf())
+	if err != nil {
+		return nil, fmt.Errorf("network %q: %w", n.Name, err)
+	}
+	return summarize(res, a.IfName)
+}
+
+// Del runs DEL of network name for a. It prefers the config libcni cached at
+// ADD time (so a config changed or removed since still tears down what was
+// set up), then the currently loaded config. With neither there is nothing
+// nri-cni could have added, and Del returns nil.
+func (e *Engine) Del(ctx context.Context, name string, a Attachment) error {
+	rt := a.runtimeConf()
+	list, cachedRT, err := e.cachedList(name, rt)
+	if err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	if list != nil {
+		if cachedRT != nil {
+			// DEL must see the ADD's args and capabilities.
+			rt.Args, rt.CapabilityArgs = cachedRT.Args, cachedRT.CapabilityArgs
+		}
+	} else {
+		for _, n := range e.Networks() {
+			if n.Name == name {
+				list = n.List
+				break
+			}
+		}
+		if list == nil {
+			return nil
+		}
+	}
+	if err := e.cni.DelNetworkList(ctx, list, rt); err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	return nil
+}
+
+func (e *Engine) cachedList(name string, rt *libcni.RuntimeConf) (*libcni.NetworkConfigList, *libcni.RuntimeConf, error) {
+	data, cachedRT, err := e.cni.GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: name}, rt)
+	if err != nil || len(data) == 0 {
+		// An unreadable cache entry is as good as none: fall back to the
+		// loaded config, as libcni itself does.
+		return nil, nil, nil //nolint:nilerr
+	}
+	list, err := libcni.NetworkConfFromBytes(data)
+	if err != nil {
+		return nil, nil, nil //nolint:nilerr
+	}
+	return list, cachedRT, nil
+}
+
+// CachedAttachments lists what libcni's cache holds for containerID (all
+// containers when empty).
+func (e *Engine) CachedAttachments(containerID string) ([]*libcni.NetworkAttachment, error) {
+	return e.cni.GetCachedAttachments(containerID)
+}
+
+// summarize extracts the addresses and MAC of ifname from a result.
+func summarize(res types.Result, ifname string) (*Result, error) {
+	if res == nil {
+		return &Result{}, nil
+	}
+	cur, err := current.NewResultFromResult(res)
+	if err != nil {
+		return nil, fmt.Errorf("converting CNI result: %w", err)
+	}
+	out := &Result{}
+	ifIndex := -1
+	for i, itf := range cur.Interfaces {
+		if itf.Name == ifname && itf.Sandbox != "" {
+			ifIndex = i
+			out.Mac = itf.Mac
+		}
+	}
+	for _, ip := range cur.IPs {
+		if ip.Interface != nil && ifIndex >= 0 && *ip.Interface != ifIndex {
+			continue
+		}
+		out.IPs = append(out.IPs, (&net.IPNet{IP: ip.Address.IP, Mask: ip.Address.Mask}).String())
+	}
+	return out, nil
+}

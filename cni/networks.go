@@ -1,0 +1,114 @@
+package cni
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+// Network is one CNI network config loaded from the config directory.
+type Network struct {
+	Name string
+	File string
+	List *libcni.NetworkConfigList
+}
+
+// Extensions nri-cni reads from the config directory, as the kubelet does.
+var Extensions = []string{".conf", ".conflist", ".json"}
+
+// LoadDir reads every config in dir (sorted by file name), validates each with
+// libcni (plugin binaries present, CNI versions supported) and returns the
+// valid ones. Each skipped file gets one error in skipped, naming the file. A
+// network name used twice keeps its first file. An unreadable dir is err.
+func LoadDir(ctx context.Context, c libcni.CNI, dir string) (nets []*Network, skipped []error, err error) {
+	// libcni treats a missing dir as empty; a mistyped confDir must not.
+	if st, err := os.Stat(dir); err != nil {
+		return nil, nil, fmt.Errorf("CNI config dir: %w", err)
+	} else if !st.IsDir() {
+		return nil, nil, fmt.Errorf("CNI config dir %s: not a directory", dir)
+	}
+	files, err := libcni.ConfFiles(dir, Extensions)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading CNI config dir: %w", err)
+	}
+	seen := map[string]string{}
+	for _, f := range files {
+		n, err := LoadFile(f)
+		if err == nil {
+			err = Validate(ctx, c, n)
+		}
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		if first, dup := seen[n.Name]; dup {
+			skipped = append(skipped, fmt.Errorf("CNI config %s: network %q already defined by %s", f, n.Name, first))
+			continue
+		}
+		seen[n.Name] = f
+		nets = append(nets, n)
+	}
+	return nets, skipped, nil
+}
+
+// LoadFile parses a .conflist (a "plugins" array) or a single-plugin .conf.
+func LoadFile(path string) (*Network, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", path, err)
+	}
+	n, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", path, err)
+	}
+	n.File = path
+	return n, nil
+}
+
+// Parse decodes a network config list or a single plugin config.
+func Parse(data []byte) (*Network, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	var list *libcni.NetworkConfigList
+	if _, ok := probe["plugins"]; ok {
+		l, err := libcni.NetworkConfFromBytes(data)
+		if err != nil {
+			return nil, err
+		}
+		list = l
+	} else {
+		conf, err := libcni.NetworkPluginConfFromBytes(data)
+		if err != nil {
+			return nil, err
+		}
+		if list, err = libcni.ConfListFromConf(conf); err != nil {
+			return nil, err
+		}
+	}
+	if list.Name == "" {
+		return nil, fmt.Errorf("missing network name")
+	}
+	if len(list.Plugins) == 0 {
+		return nil, fmt.Errorf("network %q has no plugins", list.Name)
+	}
+	return &Network{Name: list.Name, List: list}, nil
+}
+
+// Validate asks libcni whether every plugin of n exists and supports the
+// network's CNI version.
+func Validate(ctx context.Context, c libcni.CNI, n *Network) error {
+	if _, err := c.ValidateNetworkList(ctx, n.List); err != nil {
+		where := n.File
+		if where == "" {
+			where = n.Name
+		}
+		return fmt.Errorf("CNI config %s (network %q): %w", filepath.Clean(where), n.Name, err)
+	}
+	return nil
+}

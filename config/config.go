@@ -1,0 +1,186 @@
+// Package config loads and validates the nri-cni configuration (nri.conf).
+//
+// The file is YAML or JSON. Unknown keys and bad values are errors that name
+// the key, so a typo never silently falls back to a default.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults. DefaultConfDir is deliberately not containerd's /etc/cni/net.d,
+// which holds the runtime's primary network.
+const (
+	DefaultConfigPath   = "/etc/nri-cni/nri.conf"
+	DefaultConfDir      = "/etc/nri-cni/net.d"
+	DefaultBinDir       = "/opt/cni/bin"
+	DefaultCacheDir     = "/var/lib/cni"
+	DefaultStateDir     = "/var/lib/nri-cni"
+	DefaultIfnamePrefix = "net"
+	DefaultCNITimeout   = 1500 * time.Millisecond
+	DefaultLogLevel     = "info"
+	// DefaultPrelaunchedLogFile is where a plugin started by the runtime logs:
+	// containerd discards a pre-launched plugin's stdout and stderr.
+	DefaultPrelaunchedLogFile = "/var/log/nri-cni.log"
+
+	maxCNITimeout = 10 * time.Minute
+	// maxIfnameLen is IFNAMSIZ-1; the prefix leaves room for a 2-digit index.
+	maxIfnameLen       = 15
+	maxIfnamePrefixLen = maxIfnameLen - 2
+	// maxNetworks keeps <prefix><index> within maxIfnameLen.
+	maxNetworks = 99
+)
+
+// Config is the nri-cni configuration. The JSON names are the file's keys.
+type Config struct {
+	// ConfDir holds the CNI network configs (.conf, .conflist, .json) that
+	// nri-cni attaches.
+	ConfDir string `json:"confDir"`
+	// BinDirs are searched for CNI plugin binaries, in order.
+	BinDirs []string `json:"binDirs"`
+	// CacheDir is libcni's cache (results and configs of every ADD).
+	CacheDir string `json:"cacheDir"`
+	// StateDir holds nri-cni's attachment records.
+	StateDir string `json:"stateDir"`
+	// Networks names the networks to attach, in order. Empty means the first
+	// valid config in ConfDir (the kubelet's rule).
+	Networks []string `json:"networks"`
+	// IfnamePrefix names interfaces: the i-th network gets <prefix><i>.
+	IfnamePrefix string `json:"ifnamePrefix"`
+	// CNITimeout bounds every CNI call (further capped by the runtime's
+	// request deadline).
+	CNITimeout Duration `json:"cniTimeout"`
+	// LogLevel is a logrus level: trace, debug, info, warn, error.
+	LogLevel string `json:"logLevel"`
+	// LogFile is where logs go; empty means stderr, except for a plugin
+	// pre-launched by the runtime, which defaults to DefaultPrelaunchedLogFile.
+	LogFile string `json:"logFile"`
+}
+
+// Default returns the configuration used when no file sets a key.
+func Default() Config {
+	return Config{
+		ConfDir:      DefaultConfDir,
+		BinDirs:      []string{DefaultBinDir},
+		CacheDir:     DefaultCacheDir,
+		StateDir:     DefaultStateDir,
+		IfnamePrefix: DefaultIfnamePrefix,
+		CNITimeout:   Duration(DefaultCNITimeout),
+		LogLevel:     DefaultLogLevel,
+	}
+}
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Load reads and validates the configuration file at path.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes YAML or JSON over the defaults and validates the result.
+// Empty input yields the defaults.
+func Parse(data []byte) (Config, error) {
+	cfg := Default()
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, keyed(err))
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+var (
+	// ifnameRe: what the kernel and CNI accept in an interface name prefix.
+	ifnameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+	// networkNameRe follows the CNI spec's rule for network names.
+	networkNameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+)
+
+// Validate checks every key and names the first bad one.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	for _, kv := range [][2]string{{"confDir", c.ConfDir}, {"cacheDir", c.CacheDir}, {"stateDir", c.StateDir}} {
+		if kv[1] == "" || !filepath.IsAbs(kv[1]) {
+			return bad(kv[0], "must be an absolute path, got %q", kv[1])
+		}
+	}
+	if len(c.BinDirs) == 0 {
+		return bad("binDirs", "must list at least one directory")
+	}
+	for i, d := range c.BinDirs {
+		if !filepath.IsAbs(d) {
+			return bad(fmt.Sprintf("binDirs[%d]", i), "must be an absolute path, got %q", d)
+		}
+	}
+	if len(c.Networks) > maxNetworks {
+		return bad("networks", "at most %d networks, got %d", maxNetworks, len(c.Networks))
+	}
+	seen := map[string]bool{}
+	for i, n := range c.Networks {
+		if !networkNameRe.MatchString(n) {
+			return bad(fmt.Sprintf("networks[%d]", i), "%q is not a valid CNI network name", n)
+		}
+		if seen[n] {
+			return bad(fmt.Sprintf("networks[%d]", i), "network %q listed twice", n)
+		}
+		seen[n] = true
+	}
+	if len(c.IfnamePrefix) > maxIfnamePrefixLen || !ifnameRe.MatchString(c.IfnamePrefix) {
+		return bad("ifnamePrefix", "%q must be 1-%d letters, digits, '_' or '-', starting with a letter",
+			c.IfnamePrefix, maxIfnamePrefixLen)
+	}
+	if d := c.CNITimeout.D(); d <= 0 || d > maxCNITimeout {
+		return bad("cniTimeout", "%s must be > 0 and <= %s", d, maxCNITimeout)
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		return bad("logLevel", "%q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
+		return bad("logFile", "must be an absolute path, got %q", c.LogFile)
+	}
+	return nil
+}
+
+// Ifname returns the interface name of the i-th (0-based) attached network.
+func (c *Config) Ifname(i int) string {
+	return fmt.Sprintf("%s%d", c.IfnamePrefix, i+1)
+}
+
+// durationKeys are the keys of type Duration. encoding/json does not name the
+// field when a custom unmarshaler fails, so keyed adds it.
+var durationKeys = []string{"cniTimeout"}
+
+// keyed makes a decode error name its key where encoding/json does not.
+func keyed(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("%s: %w", te.Field, err)
+	}
+	var de *durationError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%s: %w", strings.Join(durationKeys, "/"), err)
+	}
+	return err
+}

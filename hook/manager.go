@@ -1,0 +1,225 @@
+// Package hook binds CNI attachments to sandbox lifecycle events. The Manager
+// is the one data path (event → netns → CNI → state) shared by the NRI plugin
+// and the OCI hook; the files nri.go and (later) oci.go only translate events.
+//
+// Contract, per sandbox id:
+//   - Attach is idempotent: a sandbox already attached is not attached again
+//     (no second IP). A failed Attach rolls back every ADD it ran, the failed
+//     one included, on a fresh bounded context.
+//   - Detach never fails for "already gone"; a DEL that really fails keeps the
+//     record so a later event (or GC) retries. Every ADD eventually gets a DEL.
+//   - Operations on one id are serialised; different ids run in parallel.
+//     Locking rule: public methods take the locks, private ones never do.
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// DefaultMargin is kept back from the runtime's request deadline for
+// answering it, so a slow CNI chain fails with our error, not the runtime's
+// timeout (which makes containerd drop the plugin).
+const DefaultMargin = 250 * time.Millisecond
+
+// NetnsResolver resolves and checks network namespaces (netns.Resolver).
+type NetnsResolver interface {
+	Resolve(pid uint32, pinned string) (netns.Netns, error)
+	Check(path string) (netns.Netns, error)
+}
+
+// Sandbox is what an event tells about the thing to attach.
+type Sandbox struct {
+	ID     string // sandbox id (NRI) or container id (OCI hook): CNI_CONTAINERID
+	Kind   string // "pod" or "container"
+	Pod    cni.PodIdentity
+	Pid    uint32
+	Pinned string // the runtime's pinned netns path, if any
+}
+
+// Manager attaches and detaches CNI networks for sandboxes.
+type Manager struct {
+	cfg    config.Config
+	engine *cni.Engine
+	ns     NetnsResolver
+	store  *state.Store
+	log    *logrus.Entry
+	margin time.Duration
+
+	// gcMu is taken before any per-id lock: shared by Attach/Detach,
+	// exclusive for GC, so GC never overlaps an ADD or DEL.
+	gcMu  sync.RWMutex
+	locks *keyedLocks
+}
+
+// NewManager wires a Manager. log may be nil (discarded).
+func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *state.Store, log *logrus.Entry) *Manager {
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		log = logrus.NewEntry(l)
+	}
+	return &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks()}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Store returns the record store.
+func (m *Manager) Store() *state.Store { return m.store }
+
+// Engine returns the CNI engine.
+func (m *Manager) Engine() *cni.Engine { return m.engine }
+
+func (m *Manager) logFor(sb Sandbox) *logrus.Entry {
+	return m.log.WithFields(logrus.Fields{"sandbox": sb.ID, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
+}
+
+// Attach ADDs the configured networks to the sandbox and records them.
+func (m *Manager) Attach(ctx context.Context, sb Sandbox) (*state.Record, error) {
+	if err := state.ValidID(sb.ID); err != nil {
+		return nil, err
+	}
+	m.gcMu.RLock()
+	unlock := m.locks.Lock(sb.ID)
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			unlock()
+			m.gcMu.RUnlock()
+		}
+	}()
+
+	log := m.logFor(sb)
+	if rec, err := m.store.Get(sb.ID); err == nil {
+		if rec.Phase == state.PhaseAttached {
+			log.Info("already attached, not adding again")
+			return rec, nil
+		}
+		// A previous attempt died half-way or was torn down: undo it first.
+		if err := m.teardown(ctx, log, rec, ""); err != nil {
+			return nil, fmt.Errorf("cleaning up the earlier attempt for %s: %w", podRef(sb), err)
+		}
+	} else if !errors.Is(err, state.ErrNotFound) {
+		log.WithError(err).Warn("unreadable record: cleaning up from the CNI cache")
+		m.delCached(ctx, log, sb.ID, "")
+	}
+
+	ns, err := m.ns.Resolve(sb.Pid, sb.Pinned)
+	if err != nil {
+		return nil, fmt.Errorf("%s: network namespace: %w", podRef(sb), err)
+	}
+	args, err := sb.Pod.Args()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+	nets, err := m.engine.Select(m.cfg.Networks)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+
+	now := time.Now().UTC()
+	rec := &state.Record{
+		ID: sb.ID, Kind: sb.Kind, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID,
+		Netns: ns.Path, NetnsDev: ns.ID.Dev, NetnsIno: ns.ID.Ino,
+		Phase: state.PhaseAdding, Created: now, Updated: now,
+	}
+	for i, n := range nets {
+		rec.Networks = append(rec.Networks, state.Network{Name: n.Name, IfName: m.cfg.Ifname(i)})
+	}
+	// Persist the intent first: if we die mid-ADD, teardown knows what to DEL.
+	if err := m.store.Put(rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+
+	for i, n := range nets {
+		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": rec.Networks[i].IfName})
+		res, err := m.add(ctx, n, cni.Attachment{ContainerID: sb.ID, IfName: rec.Networks[i].IfName, Netns: ns.Path, Args: args})
+		if err != nil {
+			nl.WithError(err).Error("CNI ADD failed, rolling back")
+			handedOff = true
+			m.rollback(ctx, log, rec, unlock)
+			return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+		}
+		rec.Networks[i].IPs, rec.Networks[i].Mac = res.IPs, res.Mac
+		nl.WithField("ips", res.IPs).Info("network attached")
+	}
+	rec.Phase, rec.Updated = state.PhaseAttached, time.Now().UTC()
+	if err := m.store.Put(rec); err != nil {
+		log.WithError(err).Error("recording the attachment failed, rolling back")
+		handedOff = true
+		m.rollback(ctx, log, rec, unlock)
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+	return rec, nil
+}
+
+func (m *Manager) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.Result, error) {
+	cctx, cancel, err := cni.Budget(ctx, m.cfg.CNITimeout.D(), m.margin)
+	if err != nil {
+		return nil, fmt.Errorf("network %q: %w", n.Name, err)
+	}
+	defer cancel()
+	res, err := m.engine.Add(cctx, n, a)
+	if err != nil && cctx.Err() != nil {
+		return nil, fmt.Errorf("%w (timed out after %s: cniTimeout or the runtime's deadline)", err, m.cfg.CNITimeout.D())
+	}
+	return res, err
+}
+
+// rollback DELs everything rec lists on a fresh context bounded by
+// cniTimeout per network, and waits for it until the caller's deadline (less
+// the margin). If that comes first, the rollback goes on in the background,
+// still holding the sandbox's lock, so the runtime's follow-up Stop/Remove
+// wait for it instead of racing it. unlock is called when it ends.
+func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Record, unlock func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer m.gcMu.RUnlock()
+		defer unlock()
+		if err := m.teardown(context.WithoutCancel(ctx), log, rec, rec.Netns); err != nil {
+			log.WithError(err).Error("rollback incomplete: the record is kept for a later retry")
+			return
+		}
+		if err := m.store.Delete(rec.ID); err != nil {
+			log.WithError(err).Error("deleting the record after rollback")
+		}
+	}()
+	wait := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(-m.margin/2))
+		defer cancel()
+	}
+	select {
+	case <-done:
+	case <-wait.Done():
+		log.Warn("rollback continues in the background past the runtime's deadline")
+	}
+}
+
+func podRef(sb Sandbox) string {
+	if sb.Pod.Name != "" {
+		return fmt.Sprintf("pod %s/%s (sandbox %s)", sb.Pod.Namespace, sb.Pod.Name, short(sb.ID))
+	}
+	return fmt.Sprintf("%s %s", sb.Kind, short(sb.ID))
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,154 @@
+package hook
+
+// NRI event handlers. Each exported handler only translates the event into a
+// Sandbox, times and logs; the Manager does the work. Idempotency: see the
+// contract in manager.go (Run twice attaches once; Stop/Remove repeat safely).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+)
+
+// ConfigureFunc builds the Manager from the runtime-supplied config string
+// (a pre-launched plugin's only config source).
+type ConfigureFunc func(ctx context.Context, config string) (*Manager, error)
+
+// Plugin is the NRI plugin. It implements the stub's Configure,
+// RunPodSandbox, StopPodSandbox and RemovePodSandbox interfaces.
+type Plugin struct {
+	log       *logrus.Entry
+	configure ConfigureFunc
+
+	mu  sync.RWMutex // guards mgr
+	mgr *Manager
+}
+
+// NewPlugin returns a plugin with a ready Manager (external mode: config from
+// a file), or with configure set (pre-launched: config from Configure).
+func NewPlugin(mgr *Manager, configure ConfigureFunc, log *logrus.Entry) *Plugin {
+	return &Plugin{mgr: mgr, configure: configure, log: log}
+}
+
+// Manager returns the current manager (nil until configured).
+func (p *Plugin) Manager() *Manager {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mgr
+}
+
+// Configure handles the runtime's configuration. The subscription is every
+// event the plugin implements.
+func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
+	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version})
+	if p.configure == nil {
+		if config != "" {
+			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
+		}
+		log.Info("connected to the runtime")
+		return 0, nil
+	}
+	mgr, err := p.configure(ctx, config)
+	if err != nil {
+		log.WithError(err).Error("configuration failed")
+		return 0, err
+	}
+	p.mu.Lock()
+	p.mgr = mgr
+	p.mu.Unlock()
+	log.Info("configured by the runtime")
+	return 0, nil
+}
+
+var errNotConfigured = errors.New("nri-cni is not configured yet")
+
+// RunPodSandbox attaches the configured networks. An error fails the pod.
+func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	sb, netnsPath := sandboxOf(pod)
+	log := p.podLog(pod).WithField("event", "RunPodSandbox")
+	if netnsPath == "" {
+		log.Debug("no network namespace (host network): skipped")
+		return nil
+	}
+	mgr := p.Manager()
+	if mgr == nil {
+		return errNotConfigured
+	}
+	start := time.Now()
+	rec, err := mgr.Attach(ctx, sb)
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		log.WithError(err).Error("attach failed")
+		return err
+	}
+	log.WithField("networks", len(rec.Networks)).Info("attached")
+	return nil
+}
+
+// StopPodSandbox DELs the pod's networks while its netns still exists
+// (containerd), or with an empty netns (CRI-O removed it already).
+func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return p.detach(ctx, pod, false, "StopPodSandbox")
+}
+
+// RemovePodSandbox DELs what is left, best-effort, and drops the record.
+func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return p.detach(ctx, pod, true, "RemovePodSandbox")
+}
+
+func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, event string) error {
+	mgr := p.Manager()
+	if mgr == nil {
+		return errNotConfigured
+	}
+	sb, _ := sandboxOf(pod)
+	log := p.podLog(pod).WithField("event", event)
+	start := time.Now()
+	err := mgr.Detach(ctx, sb, final)
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		log.WithError(err).Error("detach failed")
+		return err
+	}
+	log.Debug("detached")
+	return nil
+}
+
+func (p *Plugin) podLog(pod *api.PodSandbox) *logrus.Entry {
+	return p.log.WithFields(logrus.Fields{"pod": pod.GetName(), "namespace": pod.GetNamespace(), "sandbox": pod.GetId()})
+}
+
+// sandboxOf translates an NRI pod. netnsPath is the pinned network namespace
+// path; "" means the pod has none (host network).
+func sandboxOf(pod *api.PodSandbox) (Sandbox, string) {
+	var netnsPath string
+	for _, ns := range pod.GetLinux().GetNamespaces() {
+		if ns.GetType() == "network" {
+			netnsPath = ns.GetPath()
+		}
+	}
+	return Sandbox{
+		ID:   pod.GetId(),
+		Kind: "pod",
+		Pod: cni.PodIdentity{
+			Namespace: pod.GetNamespace(),
+			Name:      pod.GetName(),
+			UID:       pod.GetUid(),
+			InfraID:   pod.GetId(),
+		},
+		Pid:    pod.GetPid(),
+		Pinned: netnsPath,
+	}, netnsPath
+}
+
+// String helps logs and errors.
+func (p *Plugin) String() string {
+	return fmt.Sprintf("nri-cni plugin (configured=%t)", p.Manager() != nil)
+}

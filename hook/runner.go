@@ -1,0 +1,66 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+)
+
+// Backoff bounds for reconnecting to the runtime.
+const (
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = 10 * time.Second
+	// stableAfter: a connection that lasted this long resets the backoff.
+	stableAfter = 30 * time.Second
+)
+
+// RunExternal connects the plugin to the runtime's NRI socket and keeps it
+// connected: when the runtime goes away (containerd restart) it reconnects
+// with exponential backoff. It returns when ctx ends.
+func RunExternal(ctx context.Context, p *Plugin, socket, name, idx string, log *logrus.Entry) error {
+	backoff := minBackoff
+	for {
+		start := time.Now()
+		err := runOnce(ctx, p, stub.WithSocketPath(socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > stableAfter {
+			backoff = minBackoff
+		}
+		log.WithError(err).WithField("retry_in", backoff).Warn("NRI connection ended, reconnecting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// RunPrelaunched serves the connection the runtime handed over on the fd in
+// NRI_PLUGIN_SOCKET; name and index come from the environment. It returns
+// when the runtime closes the connection (the runtime relaunches us).
+func RunPrelaunched(ctx context.Context, p *Plugin) error {
+	err := runOnce(ctx, p)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+var errConnClosed = errors.New("connection to the runtime closed")
+
+func runOnce(ctx context.Context, p *Plugin, opts ...stub.Option) error {
+	st, err := stub.New(p, opts...)
+	if err != nil {
+		return err
+	}
+	if err := st.Run(ctx); err != nil {
+		return err
+	}
+	return errConnClosed
+}

@@ -1,0 +1,156 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// Detach DELs the sandbox's networks. final (RemovePodSandbox, poststop)
+// also drops the record. It is idempotent: "already gone" is success.
+func (m *Manager) Detach(ctx context.Context, sb Sandbox, final bool) error {
+	if err := state.ValidID(sb.ID); err != nil {
+		return err
+	}
+	m.gcMu.RLock()
+	defer m.gcMu.RUnlock()
+	unlock := m.locks.Lock(sb.ID)
+	defer unlock()
+	return m.detach(ctx, sb, final)
+}
+
+func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) error {
+	log := m.logFor(sb)
+	rec, err := m.store.Get(sb.ID)
+	if err != nil {
+		if !errors.Is(err, state.ErrNotFound) {
+			log.WithError(err).Warn("unreadable record: tearing down from the CNI cache")
+		}
+		// No (usable) record: nri-cni may have started after this sandbox.
+		// DEL whatever libcni cached for it under our networks.
+		nsPath := ""
+		if sb.Pinned != "" && !final {
+			if ns, err := m.ns.Check(sb.Pinned); err == nil {
+				nsPath = ns.Path
+			}
+		}
+		if err := m.delCached(ctx, log, sb.ID, nsPath); err != nil {
+			return fmt.Errorf("%s: %w", podRef(sb), err)
+		}
+		if final && !errors.Is(err, state.ErrNotFound) {
+			return m.store.Delete(sb.ID)
+		}
+		return nil
+	}
+	if rec.Phase != state.PhaseTornDown {
+		if err := m.teardown(ctx, log, rec, m.usableNetns(rec)); err != nil {
+			return fmt.Errorf("%s: %w", podRef(sb), err)
+		}
+		rec.Phase, rec.Updated = state.PhaseTornDown, time.Now().UTC()
+		if !final {
+			if err := m.store.Put(rec); err != nil {
+				return fmt.Errorf("%s: %w", podRef(sb), err)
+			}
+		}
+	}
+	if final {
+		return m.store.Delete(sb.ID)
+	}
+	return nil
+}
+
+// usableNetns returns the recorded netns path if it still names the same,
+// non-host namespace; otherwise "" (DEL with an empty netns, from the cache).
+func (m *Manager) usableNetns(rec *state.Record) string {
+	if rec.Netns == "" {
+		return ""
+	}
+	ns, err := m.ns.Check(rec.Netns)
+	if err != nil {
+		return ""
+	}
+	if rec.NetnsIno != 0 && (ns.ID != netns.ID{Dev: rec.NetnsDev, Ino: rec.NetnsIno}) {
+		return ""
+	}
+	return ns.Path
+}
+
+// teardown DELs rec's networks in reverse order. A DEL that fails in the
+// namespace is retried with an empty one, which still releases IPAM.
+func (m *Manager) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
+	var errs []error
+	for i := len(rec.Networks) - 1; i >= 0; i-- {
+		n := rec.Networks[i]
+		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
+		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
+		err := m.del(ctx, n.Name, a)
+		if err != nil && nsPath != "" {
+			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")
+			a.Netns = ""
+			err = m.del(ctx, n.Name, a)
+		}
+		if err != nil {
+			nl.WithError(err).Error("CNI DEL failed")
+			errs = append(errs, err)
+			continue
+		}
+		nl.Info("network detached")
+	}
+	return errors.Join(errs...)
+}
+
+// del runs one bounded DEL; "already gone" counts as done.
+func (m *Manager) del(ctx context.Context, name string, a cni.Attachment) error {
+	cctx, cancel, err := cni.Budget(ctx, m.cfg.CNITimeout.D(), m.margin)
+	if err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	defer cancel()
+	start := time.Now()
+	err = m.engine.Del(cctx, name, a)
+	if cni.IsAlreadyGone(err) {
+		return nil
+	}
+	if err != nil && cctx.Err() != nil {
+		return fmt.Errorf("%w (timed out after %s)", err, time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+// delCached DELs what libcni's cache holds for id, limited to nri-cni's own
+// attachments: a loaded network and an interface named <ifnamePrefix><n>.
+// The cache is shared with the runtime's own CNI (eth0): never touch that.
+func (m *Manager) delCached(ctx context.Context, log *logrus.Entry, id, nsPath string) error {
+	atts, err := m.engine.CachedAttachments(id)
+	if err != nil {
+		return nil //nolint:nilerr // no readable cache: nothing we could DEL
+	}
+	ours := map[string]bool{}
+	for _, n := range m.engine.Networks() {
+		ours[n.Name] = true
+	}
+	ifRe := regexp.MustCompile("^" + regexp.QuoteMeta(m.cfg.IfnamePrefix) + "[0-9]+$")
+	var errs []error
+	for _, att := range atts {
+		if !ours[att.Network] || !ifRe.MatchString(att.IfName) {
+			continue
+		}
+		err := m.del(ctx, att.Network, cni.Attachment{ContainerID: id, IfName: att.IfName, Netns: nsPath})
+		l := log.WithFields(logrus.Fields{"network": att.Network, "ifname": att.IfName})
+		if err != nil {
+			l.WithError(err).Error("CNI DEL of a cached attachment failed")
+			errs = append(errs, err)
+			continue
+		}
+		l.Info("cached attachment detached")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,127 @@
+// Command cni-recorder is a fake CNI plugin for tests. It appends one JSON
+// line per invocation (command, container id, netns, ifname, CNI_ARGS, the
+// network) to the file named by "recordFile" in its config, and can be told
+// to fail, hang or print garbage. As the first plugin it returns a result
+// with "ip"; chained, it passes prevResult through.
+//
+//	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
+//	 "failOn": "ADD", "failMsg": "boom", "sleep": "5s", "garbage": false,
+//	 "ip": "10.99.0.5/24"}
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// Conf is the plugin's config.
+type Conf struct {
+	types.PluginConf
+	RecordFile string `json:"recordFile"`
+	FailOn     string `json:"failOn"`  // command(s) to fail, comma-separated
+	FailMsg    string `json:"failMsg"` // error message
+	Sleep      string `json:"sleep"`   // sleep before answering ADD
+	Garbage    bool   `json:"garbage"` // print non-JSON on ADD
+	IP         string `json:"ip"`      // address to return when first in chain
+}
+
+// Call is one recorded invocation.
+type Call struct {
+	Cmd         string `json:"cmd"`
+	ContainerID string `json:"containerID"`
+	Netns       string `json:"netns"`
+	IfName      string `json:"ifname"`
+	Args        string `json:"args"`
+	Network     string `json:"network"`
+	Time        string `json:"time"`
+}
+
+func main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    func(a *skel.CmdArgs) error { return handle("ADD", a) },
+		Del:    func(a *skel.CmdArgs) error { return handle("DEL", a) },
+		Check:  func(a *skel.CmdArgs) error { return handle("CHECK", a) },
+		GC:     func(a *skel.CmdArgs) error { return handle("GC", a) },
+		Status: func(a *skel.CmdArgs) error { return handle("STATUS", a) },
+	}, version.All, "cni-recorder: a recording fake CNI plugin for tests")
+}
+
+func handle(cmd string, a *skel.CmdArgs) error {
+	conf := &Conf{}
+	if err := json.Unmarshal(a.StdinData, conf); err != nil {
+		return fmt.Errorf("cni-recorder: bad config: %w", err)
+	}
+	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
+		return err
+	}
+	if err := record(conf, cmd, a); err != nil {
+		return err
+	}
+	if cmd == "ADD" && conf.Sleep != "" {
+		d, err := time.ParseDuration(conf.Sleep)
+		if err != nil {
+			return err
+		}
+		time.Sleep(d)
+	}
+	for _, c := range strings.Split(conf.FailOn, ",") {
+		if strings.TrimSpace(c) == cmd {
+			msg := conf.FailMsg
+			if msg == "" {
+				msg = "cni-recorder: told to fail " + cmd
+			}
+			return types.NewError(types.ErrInternal, msg, "")
+		}
+	}
+	if cmd != "ADD" {
+		return nil
+	}
+	if conf.Garbage {
+		fmt.Print("this is not JSON {")
+		os.Exit(0)
+	}
+	if conf.PrevResult != nil {
+		return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+	}
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	if conf.IP != "" {
+		ip, ipnet, err := net.ParseCIDR(conf.IP)
+		if err != nil {
+			return err
+		}
+		ipnet.IP = ip
+		idx := 0
+		res.Interfaces = []*current.Interface{{Name: a.IfName, Sandbox: a.Netns}}
+		res.IPs = []*current.IPConfig{{Address: *ipnet, Interface: &idx}}
+	}
+	return types.PrintResult(res, conf.CNIVersion)
+}
+
+func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
+	if conf.RecordFile == "" {
+		return nil
+	}
+	line, err := json.Marshal(Call{
+		Cmd: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
+		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(conf.RecordFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("cni-recorder: %w", err)
+	}
+	defer f.Close()
+	_, err = f.Write(append(line, '\n'))
+	return err
+}

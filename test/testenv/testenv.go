@@ -1,0 +1,187 @@
+// Package testenv holds helpers shared by nri-cni's tests: root checks,
+// building the fake CNI plugin and nri-cni itself, locating the pinned real
+// CNI plugins, and unique, self-cleaning network namespaces.
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RepoRoot returns the module's root directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// RequireRoot skips the test, saying why, unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (real network namespaces, CNI plugins, runtimes); run `sudo make test`")
+	}
+}
+
+// UniqueName returns prefix + 8 random hex chars (fits IFNAMSIZ for prefixes
+// up to 7 characters).
+func UniqueName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// GoBuild builds pkg (a path relative to the repo root, e.g. ./cmd/nri-cni)
+// into dir/name and returns the binary's path.
+func GoBuild(dir, pkg, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// BuildRecorder builds the recording fake CNI plugin (type "cni-recorder")
+// into dir.
+func BuildRecorder(dir string) (string, error) {
+	return GoBuild(dir, "./test/fakes/cni-recorder", "cni-recorder")
+}
+
+var (
+	toolsOnce sync.Once
+	toolsEnv  map[string]string
+	toolsErr  error
+)
+
+// tools runs test/tools/install.sh (idempotent, cached under ~/.cache) and
+// returns the KEY=VALUE lines it prints.
+func tools(what string) (map[string]string, error) {
+	toolsOnce.Do(func() {
+		cmd := exec.Command("bash", filepath.Join(RepoRoot(), "test/tools/install.sh"), what)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			toolsErr = fmt.Errorf("test/tools/install.sh %s: %w\n%s", what, err, stderr.String())
+			return
+		}
+		toolsEnv = map[string]string{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+				toolsEnv[k] = v
+			}
+		}
+	})
+	return toolsEnv, toolsErr
+}
+
+// CNIPluginsDir returns the directory of the pinned reference CNI plugins
+// (bridge, host-local, loopback, portmap, tuning, bandwidth), installing them
+// on first use. $NRI_CNI_CNI_BIN_DIR overrides.
+func CNIPluginsDir(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("NRI_CNI_CNI_BIN_DIR"); d != "" {
+		return d
+	}
+	env, err := tools("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env["CNI_BIN_DIR"]
+}
+
+// Call is one invocation recorded by the fake plugin.
+type Call struct {
+	Cmd         string `json:"cmd"`
+	ContainerID string `json:"containerID"`
+	Netns       string `json:"netns"`
+	IfName      string `json:"ifname"`
+	Args        string `json:"args"`
+	Network     string `json:"network"`
+}
+
+// ReadCalls reads a cni-recorder record file; a missing file is no calls.
+func ReadCalls(t testing.TB, path string) []Call {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []Call
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var c Call
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatalf("record file %s: %v", path, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// WriteJSON writes v as JSON to path.
+func WriteJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Eventually polls cond every 20ms until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// MainWithRecorder is a TestMain body: it builds the recording fake CNI
+// plugin into a temp dir, stores the dir in *dir, runs the tests and cleans
+// up. skipMsg, if not empty, is printed and the build skipped when not root
+// (the package's tests then skip themselves).
+func MainWithRecorder(m *testing.M, dir *string, skipMsg string) int {
+	if skipMsg != "" && os.Geteuid() != 0 {
+		fmt.Println(skipMsg)
+		return m.Run()
+	}
+	d, err := os.MkdirTemp("", "nri-cni-recorder-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(d)
+	if _, err := BuildRecorder(d); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*dir = d
+	return m.Run()
+}

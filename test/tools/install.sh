@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs the pinned real components the tests need into a cache outside the
+# clone (default $HOME/.cache/nri-cni/tools), keyed by version, and prints the
+# directory. Idempotent: a tool whose stamp exists is not rebuilt.
+#
+#   test/tools/install.sh [cni|runtime|apt|all]   (default: all)
+#
+# Everything comes from the Go module proxy (pinned) or Debian's packages.
+set -euo pipefail
+
+CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
+TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
+
+log() { echo "install: $*" >&2; }
+
+# goinstall DIR STAMP PKG... : go install the packages into DIR unless STAMP exists.
+goinstall() {
+	local dir=$1 stamp=$2; shift 2
+	if [[ -f "$dir/.$stamp" ]]; then return 0; fi
+	mkdir -p "$dir"
+	log "go install $* -> $dir"
+	local start=$SECONDS
+	GOBIN="$dir" CGO_ENABLED=${CGO_ENABLED:-0} GOFLAGS=-buildvcs=false go install "$@"
+	touch "$dir/.$stamp"
+	log "done in $((SECONDS - start))s"
+}
+
+install_cni() {
+	local dir="$TOOLS_DIR/cni-plugins-$CNI_PLUGINS_VERSION"
+	local p=github.com/containernetworking/plugins/plugins
+	goinstall "$dir" stamp \
+		"$p/main/bridge@$CNI_PLUGINS_VERSION" \
+		"$p/ipam/host-local@$CNI_PLUGINS_VERSION" \
+		"$p/main/loopback@$CNI_PLUGINS_VERSION" \
+		"$p/meta/portmap@$CNI_PLUGINS_VERSION" \
+		"$p/meta/tuning@$CNI_PLUGINS_VERSION" \
+		"$p/meta/bandwidth@$CNI_PLUGINS_VERSION"
+	echo "CNI_BIN_DIR=$dir"
+}
+
+install_runtime() {
+	local cdir="$TOOLS_DIR/containerd-$CONTAINERD_VERSION"
+	local c=github.com/containerd/containerd/v2/cmd
+	goinstall "$cdir" stamp \
+		"$c/containerd@$CONTAINERD_VERSION" \
+		"$c/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+		"$c/ctr@$CONTAINERD_VERSION"
+	local rdir="$TOOLS_DIR/runc-$RUNC_VERSION"
+	# runc's libcontainer needs cgo (nsenter, userns); built without the
+	# libseccomp tag, so containers here run with seccomp unconfined.
+	CGO_ENABLED=1 goinstall "$rdir" stamp "github.com/opencontainers/runc@$RUNC_VERSION"
+	echo "CONTAINERD_BIN_DIR=$cdir"
+	echo "RUNC_BIN_DIR=$rdir"
+}
+
+install_apt() {
+	local missing=()
+	command -v ip >/dev/null || missing+=(iproute2)
+	command -v iptables >/dev/null || missing+=(iptables)
+	command -v jq >/dev/null || missing+=(jq)
+	[[ -x /bin/busybox ]] || missing+=(busybox-static)
+	if ((${#missing[@]})); then
+		if [[ $(id -u) -ne 0 ]]; then
+			log "not root: cannot apt-get install ${missing[*]}"
+			return 0
+		fi
+		log "apt-get install ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
+}
+
+case "${1:-all}" in
+cni) install_cni ;;
+runtime) install_runtime ;;
+apt) install_apt ;;
+all) install_apt; install_cni; install_runtime ;;
+*) echo "usage: $0 [cni|runtime|apt|all]" >&2; exit 2 ;;
+esac
