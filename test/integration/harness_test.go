@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -41,10 +42,14 @@ type env struct {
 	waitSync func()
 
 	pluginDir, pluginConfDir string
+	proc                     *exec.Cmd
+	proxy                    *testenv.UnixProxy
 }
 
 type envOpts struct {
 	recorder map[string]any // extra keys for the recorder plugin chained after bridge
+	// external: run bin/nri-cni as a separate `nri-cni run` process.
+	external bool
 	// prelaunch: instead of running the plugin in-process, install the
 	// nri-cni binary as <pluginDir>/10-nri-cni with its config in
 	// <configDir>/10-nri-cni.conf and let the runtime side launch it.
@@ -95,8 +100,55 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return e
 	}
 	e.startRuntime()
+	if o.external {
+		e.startExternalBinary()
+		e.mgr = e.offlineManager()
+		return e
+	}
 	e.startPlugin()
 	return e
+}
+
+// startExternalBinary runs `nri-cni run` against the test's socket.
+func (e *env) startExternalBinary() {
+	t := e.t
+	bin, err := testenv.GoBuild(e.root, "./cmd/nri-cni", "nri-cni")
+	require.NoError(t, err)
+	cfgPath := filepath.Join(e.root, "nri.conf")
+	e.cfg.LogFile, e.cfg.LogLevel = filepath.Join(e.root, "nri-cni.log"), "debug"
+	testenv.WriteJSON(t, cfgPath, e.cfg)
+	// The plugin dials a proxy, so restartRuntime can drop its connection.
+	e.proxy = testenv.NewUnixProxy(t, filepath.Join(e.root, "proxy.sock"), filepath.Join(e.root, "nri.sock"))
+	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", filepath.Join(e.root, "proxy.sock"))
+	// No Pdeathsig: it fires when the forking OS thread exits, and netns
+	// helpers retire locked threads. Cleanup kills the child by pid.
+	stderr, err := os.Create(filepath.Join(e.root, "stderr"))
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	require.NoError(t, cmd.Start())
+	e.proc = cmd
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(e.cfg.LogFile)
+			out, _ := os.ReadFile(filepath.Join(e.root, "stderr"))
+			t.Logf("nri-cni log:\n%s\nstdout/stderr:\n%s", data, out)
+		}
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	e.waitSync()
+}
+
+// restartRuntime stops the runtime side and starts a new one on the same
+// socket, as a containerd restart does.
+func (e *env) restartRuntime() {
+	e.runtime.Stop()
+	e.proxy.DropAll()
+	e.startRuntime()
+	e.waitSync()
 }
 
 // installDropIn puts bin/nri-cni and its config where the runtime side

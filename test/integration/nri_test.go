@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -153,4 +154,24 @@ func TestPrelaunchedDropIn(t *testing.T) {
 	assert.Contains(t, string(logData), "configured by the runtime")
 	assert.Contains(t, string(logData), "network attached")
 	assert.Contains(t, string(logData), p.id)
+}
+
+func TestExternalBinaryReconnectsAndStopsOnSIGTERM(t *testing.T) {
+	e := newEnv(t, envOpts{external: true})
+	p := e.newPod()
+	require.NoError(t, e.run(p, p.pid))
+	require.Len(t, podAddrs(t, p), 1)
+
+	// The runtime restarts: the plugin reconnects by itself.
+	e.restartRuntime()
+	require.NoError(t, e.stop(p))
+	assert.Empty(t, e.ipamFiles(), "the reconnected plugin handled Stop")
+	require.NoError(t, e.remove(p))
+
+	require.NoError(t, e.proc.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, e.proc.Wait(), "exits 0 on SIGTERM")
+	logData, err := os.ReadFile(e.cfg.LogFile)
+	require.NoError(t, err)
+	assert.Contains(t, string(logData), "reconnecting")
+	assert.Contains(t, string(logData), "nri-cni stopped")
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +33,8 @@ func NewNetNS(t testing.TB) ns.NetNS {
 func SleepIn(t testing.TB, path string) int {
 	t.Helper()
 	cmd := exec.Command("nsenter", "--net="+path, "sleep", "600")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: it fires when the forking OS thread exits, and netns
+	// helpers retire locked threads. Cleanup kills the child by pid.
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting a process in %s: %v", path, err)
 	}
