@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools lint test test-unit test-integration clean
+.PHONY: help build tools lint test test-unit test-integration e2e demo clean
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,6 +31,12 @@ test-unit: ## Unit tests only (no root needed).
 
 test-integration: tools ## Privileged tests: real netns, CNI plugins, NRI over a socket (root).
 	$(GO) test -race -count=1 -v ./test/integration/
+
+e2e: tools ## End-to-end tests against a real containerd 2.x + runc + CRI (root).
+	$(GO) test -count=1 -v ./test/e2e/
+
+demo: tools ## The main job in one command (root): containerd + nri-cni, two pods, ping over net1, teardown.
+	$(GO) run ./test/demo
 
 clean: ## Remove build output.
 	rm -rf bin

@@ -57,29 +57,43 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 }
 
 // prelaunched runs as a plugin the runtime started from its plugin dir: no
-// arguments, no PATH, stdout/stderr discarded, config via Configure.
+// arguments, no PATH, stdout/stderr discarded, config via Configure. Until
+// the config names the log file, log lines are held in memory; they go to
+// that file (default /var/log/nri-cni.log) once it is known.
 func (a *app) prelaunched(ctx context.Context) int {
-	cfg := config.Default()
-	logger, closeLog, err := newLogger(cfg, a.stderr, config.DefaultPrelaunchedLogFile)
-	if err != nil {
-		// Nowhere better to say it: stderr is discarded, but try anyway.
-		return a.fail("%v", err)
-	}
-	defer func() { closeLog() }()
+	sink := &logSink{}
+	logger := logrus.New()
+	logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	logger.SetOutput(sink)
+	var logFile *os.File
+	defer func() {
+		if !sink.Attached() { // never configured: keep what was logged
+			if f, err := openLog(config.DefaultPrelaunchedLogFile); err == nil {
+				sink.Attach(f)
+				logFile = f
+			}
+		}
+		if logFile != nil {
+			_ = logFile.Close()
+		}
+	}()
 	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
 	configure := func(ctx context.Context, text string) (*hook.Manager, error) {
 		cfg, err := config.Parse([]byte(text))
 		if err != nil {
 			return nil, fmt.Errorf("config from the runtime (%s.conf): %w", a.getenv(api.PluginNameEnvVar), err)
 		}
-		if cfg.LogFile != "" {
-			newLog, c, err := newLogger(cfg, a.stderr, "")
+		if !sink.Attached() {
+			file := cfg.LogFile
+			if file == "" {
+				file = config.DefaultPrelaunchedLogFile
+			}
+			f, err := openLog(file)
 			if err != nil {
 				return nil, err
 			}
-			closeLog()
-			closeLog = c
-			logger.SetOutput(newLog.Out)
+			sink.Attach(f)
+			logFile = f
 		}
 		level, _ := logrus.ParseLevel(cfg.LogLevel)
 		logger.SetLevel(level)
@@ -92,6 +106,14 @@ func (a *app) prelaunched(ctx context.Context) int {
 	}
 	log.Info("nri-cni stopped")
 	return 0
+}
+
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("logFile: %w", err)
+	}
+	return f, nil
 }
 
 // buildManager opens the state dir, records the host netns and loads the CNI
@@ -144,9 +166,9 @@ func newLogger(cfg config.Config, stderr io.Writer, fallbackFile string) (*logru
 	if file == "" {
 		return l, func() {}, nil
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := openLog(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("logFile: %w", err)
+		return nil, nil, err
 	}
 	l.SetOutput(f)
 	return l, func() { _ = f.Close() }, nil

@@ -151,6 +151,7 @@ func TestPrelaunchedDropIn(t *testing.T) {
 	// stdout/stderr are discarded: the plugin logs to its configured file.
 	logData, err := os.ReadFile(e.cfg.LogFile)
 	require.NoError(t, err)
+	assert.Contains(t, string(logData), "nri-cni starting (pre-launched)", "early lines reach the configured file")
 	assert.Contains(t, string(logData), "configured by the runtime")
 	assert.Contains(t, string(logData), "network attached")
 	assert.Contains(t, string(logData), p.id)

@@ -4,27 +4,17 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-// RepoRoot returns the module's root directory.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+	"github.com/nri-cni/nri-cni/test/harness"
+)
 
 // RequireRoot skips the test, saying why, unless it runs as root.
 func RequireRoot(t testing.TB) {
@@ -42,52 +32,13 @@ func UniqueName(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// GoBuild builds pkg (a path relative to the repo root, e.g. ./cmd/nri-cni)
-// into dir/name and returns the binary's path.
-func GoBuild(dir, pkg, name string) (string, error) {
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return out, nil
-}
+// GoBuild builds pkg (relative to the repo root) into dir/name.
+func GoBuild(dir, pkg, name string) (string, error) { return harness.GoBuild(dir, pkg, name) }
 
 // BuildRecorder builds the recording fake CNI plugin (type "cni-recorder")
 // into dir.
 func BuildRecorder(dir string) (string, error) {
 	return GoBuild(dir, "./test/fakes/cni-recorder", "cni-recorder")
-}
-
-var (
-	toolsOnce sync.Once
-	toolsEnv  map[string]string
-	toolsErr  error
-)
-
-// tools runs test/tools/install.sh (idempotent, cached under ~/.cache) and
-// returns the KEY=VALUE lines it prints.
-func tools(what string) (map[string]string, error) {
-	toolsOnce.Do(func() {
-		cmd := exec.Command("bash", filepath.Join(RepoRoot(), "test/tools/install.sh"), what)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			toolsErr = fmt.Errorf("test/tools/install.sh %s: %w\n%s", what, err, stderr.String())
-			return
-		}
-		toolsEnv = map[string]string{}
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-				toolsEnv[k] = v
-			}
-		}
-	})
-	return toolsEnv, toolsErr
 }
 
 // CNIPluginsDir returns the directory of the pinned reference CNI plugins
@@ -98,11 +49,11 @@ func CNIPluginsDir(t testing.TB) string {
 	if d := os.Getenv("NRI_CNI_CNI_BIN_DIR"); d != "" {
 		return d
 	}
-	env, err := tools("all")
+	tools, err := harness.EnsureTools()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env["CNI_BIN_DIR"]
+	return tools.CNIDir
 }
 
 // Call is one invocation recorded by the fake plugin.

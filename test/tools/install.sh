@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the pinned real components the tests need into a cache outside the
-# clone (default $HOME/.cache/nri-cni/tools), keyed by version, and prints the
-# directory. Idempotent: a tool whose stamp exists is not rebuilt.
+# Installs the pinned real components the tests need and prints their
+# directories (KEY=DIR lines). Builds go to a cache outside the clone
+# (default $HOME/.cache/nri-cni/tools, keyed by version, so a fresh clone on
+# the same machine does not rebuild); the project-local tool dir .tools/
+# (ignored by git) links to them, and that is what the tests use.
+# Idempotent: a tool whose stamp exists is not rebuilt.
 #
 #   test/tools/install.sh [cni|runtime|apt|all]   (default: all)
 #
@@ -12,8 +15,17 @@ CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
+REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LOCAL_DIR="$REPO_DIR/.tools"
 
 log() { echo "install: $*" >&2; }
+
+# local NAME: link the cached tool dir NAME into .tools/ and print the link.
+local_link() {
+	mkdir -p "$LOCAL_DIR"
+	ln -sfn "$TOOLS_DIR/$1" "$LOCAL_DIR/$1"
+	echo "$LOCAL_DIR/$1"
+}
 
 # goinstall DIR STAMP PKG... : go install the packages into DIR unless STAMP exists.
 goinstall() {
@@ -37,7 +49,7 @@ install_cni() {
 		"$p/meta/portmap@$CNI_PLUGINS_VERSION" \
 		"$p/meta/tuning@$CNI_PLUGINS_VERSION" \
 		"$p/meta/bandwidth@$CNI_PLUGINS_VERSION"
-	echo "CNI_BIN_DIR=$dir"
+	echo "CNI_BIN_DIR=$(local_link "cni-plugins-$CNI_PLUGINS_VERSION")"
 }
 
 install_runtime() {
@@ -51,8 +63,8 @@ install_runtime() {
 	# runc's libcontainer needs cgo (nsenter, userns); built without the
 	# libseccomp tag, so containers here run with seccomp unconfined.
 	CGO_ENABLED=1 goinstall "$rdir" stamp "github.com/opencontainers/runc@$RUNC_VERSION"
-	echo "CONTAINERD_BIN_DIR=$cdir"
-	echo "RUNC_BIN_DIR=$rdir"
+	echo "CONTAINERD_BIN_DIR=$(local_link "containerd-$CONTAINERD_VERSION")"
+	echo "RUNC_BIN_DIR=$(local_link "runc-$RUNC_VERSION")"
 }
 
 install_apt() {

@@ -1,0 +1,93 @@
+// Package e2e runs nri-cni against a real containerd 2.x (started by the
+// harness with NRI on private sockets), real runc, the reference CNI plugins
+// and a CRI client over gRPC. Root only; in `make test` and `make e2e`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/testenv"
+)
+
+// world is shared by the package's tests: one containerd (tests attach their
+// own nri-cni to it, one at a time), the binaries and the pause image.
+var world struct {
+	dir         string
+	tools       harness.Tools
+	ctd         *harness.Containerd
+	bin         string // nri-cni
+	recorderDir string
+	pauseTar    string
+}
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: tests skip: they need root (containerd, runc, netns)")
+		os.Exit(m.Run())
+	}
+	os.Exit(setupAndRun(m))
+}
+
+func setupAndRun(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "e2e setup:", err); return 1 }
+
+	dir, err := os.MkdirTemp("", "e2e")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	world.dir = dir
+	if world.tools, err = harness.EnsureTools(); err != nil {
+		return fail(err)
+	}
+	if world.bin, err = harness.GoBuild(dir, "./cmd/nri-cni", "nri-cni"); err != nil {
+		return fail(err)
+	}
+	world.recorderDir = filepath.Join(dir, "recorder")
+	if err := os.MkdirAll(world.recorderDir, 0o755); err != nil {
+		return fail(err)
+	}
+	if _, err := testenv.BuildRecorder(world.recorderDir); err != nil {
+		return fail(err)
+	}
+	world.pauseTar = filepath.Join(dir, "pause.tar")
+	if err := harness.BuildPauseImageTar(ctx, dir, world.pauseTar); err != nil {
+		return fail(err)
+	}
+	ctd, err := startContainerd(ctx, filepath.Join(dir, "ctd"))
+	if err != nil {
+		return fail(err)
+	}
+	world.ctd = ctd
+	code := m.Run()
+	if err := ctd.Close(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+		code = 1
+	}
+	return code
+}
+
+// startContainerd starts a private containerd in dir and imports the pause
+// image into it.
+func startContainerd(ctx context.Context, dir string) (*harness.Containerd, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{Dir: dir, Tools: world.tools})
+	if err != nil {
+		return nil, err
+	}
+	if err := harness.ImportImage(ctx, filepath.Join(world.tools.ContainerdDir, "ctr"), ctd.Address, world.pauseTar); err != nil {
+		_ = ctd.Close(ctx)
+		return nil, err
+	}
+	return ctd, nil
+}

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/testenv"
+)
+
+// suite is one test's nri-cni attached to the shared containerd: its own
+// secondary network (bridge + host-local, then the recorder), config, state
+// and cache, and the pods it created.
+type suite struct {
+	t      *testing.T
+	ctx    context.Context
+	ctd    *harness.Containerd
+	cri    *harness.CRI
+	net    harness.Secondary
+	cfg    harness.PluginConfig
+	plugin *harness.Plugin
+	record string
+
+	mu   sync.Mutex
+	pods []string
+}
+
+type suiteOpts struct {
+	recorder map[string]any // extra keys for the recorder chained after bridge
+}
+
+func newSuite(t *testing.T, o suiteOpts) *suite {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	s := &suite{t: t, ctx: ctx, ctd: world.ctd, net: harness.NewSecondary(dir), record: filepath.Join(dir, "calls.jsonl")}
+	rec := map[string]any{"type": "cni-recorder", "recordFile": s.record}
+	for k, v := range o.recorder {
+		rec[k] = v
+	}
+	s.net.Extra = []map[string]any{rec}
+	t.Cleanup(s.net.DeleteBridge)
+
+	var err error
+	s.cfg, err = harness.NewPluginConfig(dir, world.tools, s.net, world.recorderDir)
+	require.NoError(t, err)
+	cfgPath := filepath.Join(dir, "nri.conf")
+	require.NoError(t, s.cfg.Write(cfgPath))
+
+	s.cri, err = harness.DialCRI(ctx, s.ctd.Address)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.cri.Close() })
+
+	s.plugin, err = harness.StartPlugin(ctx, s.ctd, world.bin, cfgPath, s.cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Pods first (so nri-cni tears them down), then the plugin.
+		s.mu.Lock()
+		pods := append([]string(nil), s.pods...)
+		s.mu.Unlock()
+		for _, id := range pods {
+			_ = s.cri.StopPod(context.Background(), id)
+			_ = s.cri.RemovePod(context.Background(), id)
+		}
+		if err := s.plugin.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("nri-cni log:\n%s", s.cfg.Log())
+			t.Logf("containerd log tail:\n%s", s.ctd.LogTail(40))
+		}
+	})
+	return s
+}
+
+// run creates a pod and returns its id (registered for cleanup).
+func (s *suite) run(spec harness.PodSpec) (string, error) {
+	if spec.Namespace == "" {
+		spec.Namespace = "e2e"
+	}
+	if spec.UID == "" {
+		spec.UID = harness.RandomName("uid-")
+	}
+	id, err := s.cri.RunPod(s.ctx, spec)
+	if id != "" {
+		s.mu.Lock()
+		s.pods = append(s.pods, id)
+		s.mu.Unlock()
+	}
+	return id, err
+}
+
+func (s *suite) mustRun(name string) (string, *harness.PodStatus) {
+	s.t.Helper()
+	id, err := s.run(harness.PodSpec{Name: name})
+	require.NoError(s.t, err)
+	st, err := s.cri.PodStatus(s.ctx, id)
+	require.NoError(s.t, err)
+	return id, st
+}
+
+// net1 returns net1's IPv4 address in the pod (nil if net1 is absent).
+func (s *suite) net1(nsPath string) *net.IPNet {
+	s.t.Helper()
+	itf, ok, err := harness.PodIface(nsPath, "net1")
+	require.NoError(s.t, err)
+	if !ok {
+		return nil
+	}
+	require.Len(s.t, itf.Addrs, 1, "net1 addresses")
+	return &itf.Addrs[0]
+}
+
+func (s *suite) calls() []testenv.Call { return testenv.ReadCalls(s.t, s.record) }
+
+// assertNoLeaks: no IP file, veth, libcni cache entry or record is left.
+func (s *suite) assertNoLeaks() {
+	s.t.Helper()
+	require.Empty(s.t, s.net.IPFiles(), "host-local IP files")
+	ports, err := harness.BridgePorts(s.net.Bridge)
+	require.NoError(s.t, err)
+	require.Zero(s.t, ports, "veths on the secondary bridge")
+	require.Empty(s.t, s.cfg.CacheFiles(), "libcni cache entries")
+	require.Empty(s.t, s.cfg.StateFiles(), "nri-cni records")
+}

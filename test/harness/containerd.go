@@ -1,0 +1,311 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ContainerdOpts configures a private containerd.
+type ContainerdOpts struct {
+	// Dir is the containerd's private directory (root, state, sockets,
+	// configs). Keep it short: unix socket paths are limited to 108 bytes.
+	Dir   string
+	Tools Tools
+	// PluginRequestTimeout is NRI's plugin_request_timeout (default 2s).
+	PluginRequestTimeout time.Duration
+}
+
+// Containerd is a containerd started by the harness, with NRI enabled on a
+// private socket and its own primary CNI network (a bridge giving eth0 an IP,
+// which containerd requires to run a pod sandbox).
+type Containerd struct {
+	Dir            string
+	Address        string // gRPC (CRI) socket
+	NRISocket      string
+	NRIPluginDir   string // pre-launched plugins: NN-name executables
+	NRIConfDir     string // their configs: NN-name.conf
+	LogPath        string
+	PrimaryBridge  string
+	PrimarySubnet  string
+	PrimaryIPAMDir string
+
+	tools Tools
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+// RandomName returns prefix + 8 random hex characters.
+func RandomName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// RandomSubnet returns a random 10.<first..first+9>.<x>.0/24.
+func RandomSubnet(first int) string {
+	a, _ := rand.Int(rand.Reader, big.NewInt(10))
+	b, _ := rand.Int(rand.Reader, big.NewInt(256))
+	return fmt.Sprintf("10.%d.%d.0/24", first+int(a.Int64()), b.Int64())
+}
+
+// StartContainerd writes the config and primary network and starts
+// containerd; it returns once the CRI socket answers.
+func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error) {
+	if o.PluginRequestTimeout == 0 {
+		o.PluginRequestTimeout = 2 * time.Second
+	}
+	c := &Containerd{
+		Dir: o.Dir, Address: filepath.Join(o.Dir, "c.sock"), NRISocket: filepath.Join(o.Dir, "nri.sock"),
+		NRIPluginDir: filepath.Join(o.Dir, "nri-plugins"), NRIConfDir: filepath.Join(o.Dir, "nri-conf.d"),
+		LogPath: filepath.Join(o.Dir, "containerd.log"), PrimaryBridge: RandomName("ctdp"),
+		PrimarySubnet: RandomSubnet(230), PrimaryIPAMDir: filepath.Join(o.Dir, "ipam"), tools: o.Tools,
+	}
+	for _, d := range []string{c.NRIPluginDir, c.NRIConfDir, filepath.Join(o.Dir, "net.d")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	primary, _ := json.MarshalIndent(map[string]any{
+		"cniVersion": "1.0.0", "name": "primary",
+		"plugins": []any{
+			map[string]any{"type": "bridge", "bridge": c.PrimaryBridge, "isGateway": true, "ipMasq": false,
+				"ipam": map[string]any{"type": "host-local", "subnet": c.PrimarySubnet, "dataDir": c.PrimaryIPAMDir}},
+			map[string]any{"type": "loopback"},
+		},
+	}, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.Dir, "net.d", "10-primary.conflist"), primary, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, "config.toml"), []byte(c.config(o)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Containerd) config(o ContainerdOpts) string {
+	return fmt.Sprintf(`version = 3
+imports = []
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = %[5]q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = [%[6]q]
+  conf_dir = %[7]q
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = %[8]q
+  plugin_path = %[9]q
+  plugin_config_path = %[10]q
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = %[11]q
+`, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Address, c.Address+".ttrpc",
+		PauseImage, o.Tools.CNIDir, filepath.Join(c.Dir, "net.d"), c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
+		o.PluginRequestTimeout.String())
+}
+
+func (c *Containerd) start(ctx context.Context) error {
+	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(filepath.Join(c.tools.ContainerdDir, "containerd"), "--config", filepath.Join(c.Dir, "config.toml"))
+	// runc 1.5.2 first: Debian's runc fails on this kernel.
+	cmd.Env = []string{"PATH=" + c.tools.RuncDir + ":" + c.tools.ContainerdDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: a ^C to the test does not reach containerd first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting containerd: %w", err)
+	}
+	c.cmd, c.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(c.done) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cri, err := DialCRI(ctx, c.Address)
+		if err == nil {
+			_, err = cri.ListPods(ctx)
+			cri.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-c.done:
+			return fmt.Errorf("containerd exited during start-up; log %s:\n%s", c.LogPath, c.LogTail(30))
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.kill()
+			return fmt.Errorf("containerd did not answer on %s within 30s: %w; log:\n%s", c.Address, err, c.LogTail(30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Pid returns containerd's pid.
+func (c *Containerd) Pid() int { return c.cmd.Process.Pid }
+
+// Restart stops containerd (SIGTERM, by pid) and starts it again with the
+// same config; pods and their shims keep running, as on a real node.
+func (c *Containerd) Restart(ctx context.Context) error {
+	c.terminate(10 * time.Second)
+	return c.start(ctx)
+}
+
+func (c *Containerd) terminate(grace time.Duration) {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+		c.kill()
+	}
+}
+
+func (c *Containerd) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// Close stops and removes every pod, stops containerd, ends the shims it
+// left (found by their private address, killed by pid), unmounts whatever
+// is mounted under Dir and deletes the primary bridge. It does not remove Dir.
+func (c *Containerd) Close(ctx context.Context) error {
+	var errs []error
+	if cri, err := DialCRI(ctx, c.Address); err == nil {
+		if pods, err := cri.ListPods(ctx); err == nil {
+			for _, p := range pods {
+				if err := cri.StopPod(ctx, p.Id); err != nil {
+					errs = append(errs, err)
+				}
+				if err := cri.RemovePod(ctx, p.Id); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		cri.Close()
+	}
+	c.terminate(10 * time.Second)
+	c.killLeftovers()
+	if err := UnmountUnder(c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	_ = exec.Command("ip", "link", "del", c.PrimaryBridge).Run()
+	return errors.Join(errs...)
+}
+
+// killLeftovers ends what a pod that could not be removed leaves outside
+// Dir: runc's state under /run/containerd/runc/k8s.io, the shim's socket
+// under /run/containerd/s, and the shim process (found by its command line,
+// which names our private address; killed by pid).
+func (c *Containerd) killLeftovers() {
+	tasks, _ := filepath.Glob(filepath.Join(c.Dir, "state/io.containerd.runtime.v2.task/k8s.io/*/init.pid"))
+	for _, p := range tasks {
+		id := filepath.Base(filepath.Dir(p))
+		_ = exec.Command(filepath.Join(c.tools.RuncDir, "runc"), "--root", "/run/containerd/runc/k8s.io", "delete", "--force", id).Run()
+		sum := sha256.Sum256([]byte(filepath.Join(c.Address, "k8s.io", id)))
+		_ = os.Remove(filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:])))
+	}
+	for _, pid := range c.shimPids() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// shimPids finds containerd-shim-runc-v2 processes started for this
+// containerd: their command line names its private address.
+func (c *Containerd) shimPids() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.HasSuffix(args[0], "containerd-shim-runc-v2") && strings.Contains(string(cmdline), c.Address) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// LogTail returns the last n lines of containerd's log.
+func (c *Containerd) LogTail(n int) string {
+	data, _ := os.ReadFile(c.LogPath)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// CountLog counts the log lines that contain s.
+func (c *Containerd) CountLog(s string) int {
+	data, _ := os.ReadFile(c.LogPath)
+	return strings.Count(string(data), s)
+}
+
+// WaitLog waits until at least n log lines contain s.
+func (c *Containerd) WaitLog(ctx context.Context, s string, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for c.CountLog(s) < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("containerd log: %q seen %d times, want %d, within %s; tail:\n%s", s, c.CountLog(s), n, timeout, c.LogTail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// PluginSynced is containerd's log line once an NRI plugin is registered
+// and synchronized (it then receives pod events).
+func PluginSynced(name string) string {
+	return fmt.Sprintf(`plugin \"%s\" connected and synchronized`, name)
+}
+
+// PrelaunchedSynced is containerd's log line once a plugin it launched from
+// its plugin dir is synchronized.
+func PrelaunchedSynced(name string) string {
+	return fmt.Sprintf(`pre-installed NRI plugin \"%s\" synchronization success`, name)
+}

@@ -1,0 +1,162 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Secondary is a CNI network for nri-cni: a bridge + host-local chain on its
+// own bridge and subnet, optionally followed by extra plugins.
+type Secondary struct {
+	Name    string
+	Bridge  string
+	Subnet  string
+	IPAMDir string
+	Extra   []map[string]any
+}
+
+// NewSecondary picks unique names under dir.
+func NewSecondary(dir string) Secondary {
+	return Secondary{Name: RandomName("sec"), Bridge: RandomName("ncsb"), Subnet: RandomSubnet(200),
+		IPAMDir: filepath.Join(dir, "ipam-secondary")}
+}
+
+// Conflist renders the network config.
+func (s Secondary) Conflist() []byte {
+	plugins := []any{map[string]any{"type": "bridge", "bridge": s.Bridge, "isGateway": false, "ipMasq": false,
+		"ipam": map[string]any{"type": "host-local", "subnet": s.Subnet, "dataDir": s.IPAMDir}}}
+	for _, e := range s.Extra {
+		plugins = append(plugins, e)
+	}
+	data, _ := json.MarshalIndent(map[string]any{"cniVersion": "1.0.0", "name": s.Name, "plugins": plugins}, "", "  ")
+	return data
+}
+
+// IPFiles lists host-local's allocation files for the network (one per IP).
+func (s Secondary) IPFiles() []string {
+	entries, _ := os.ReadDir(filepath.Join(s.IPAMDir, s.Name))
+	var out []string
+	for _, e := range entries {
+		if strings.Count(e.Name(), ".") == 3 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// DeleteBridge removes the secondary bridge, if it exists.
+func (s Secondary) DeleteBridge() { _ = exec.Command("ip", "link", "del", s.Bridge).Run() }
+
+// PluginConfig is the subset of nri.conf the harness writes.
+type PluginConfig struct {
+	ConfDir    string   `json:"confDir"`
+	BinDirs    []string `json:"binDirs"`
+	CacheDir   string   `json:"cacheDir"`
+	StateDir   string   `json:"stateDir"`
+	Networks   []string `json:"networks,omitempty"`
+	CNITimeout string   `json:"cniTimeout,omitempty"`
+	LogLevel   string   `json:"logLevel,omitempty"`
+	LogFile    string   `json:"logFile,omitempty"`
+}
+
+// NewPluginConfig lays out nri-cni's dirs under dir and writes the network.
+func NewPluginConfig(dir string, tools Tools, net Secondary, extraBinDirs ...string) (PluginConfig, error) {
+	cfg := PluginConfig{
+		ConfDir: filepath.Join(dir, "net.d"), BinDirs: append([]string{tools.CNIDir}, extraBinDirs...),
+		CacheDir: filepath.Join(dir, "cni-cache"), StateDir: filepath.Join(dir, "state"),
+		LogLevel: "debug", LogFile: filepath.Join(dir, "nri-cni.log"),
+	}
+	if err := os.MkdirAll(cfg.ConfDir, 0o755); err != nil {
+		return cfg, err
+	}
+	return cfg, os.WriteFile(filepath.Join(cfg.ConfDir, "10-"+net.Name+".conflist"), net.Conflist(), 0o644)
+}
+
+// Write stores the config as JSON at path.
+func (p PluginConfig) Write(path string) error {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// StateFiles lists nri-cni's records.
+func (p PluginConfig) StateFiles() []string {
+	m, _ := filepath.Glob(filepath.Join(p.StateDir, "*.json"))
+	return m
+}
+
+// CacheFiles lists libcni's cached results.
+func (p PluginConfig) CacheFiles() []string {
+	m, _ := filepath.Glob(filepath.Join(p.CacheDir, "results", "*"))
+	return m
+}
+
+// Log returns nri-cni's log.
+func (p PluginConfig) Log() string {
+	data, _ := os.ReadFile(p.LogFile)
+	return string(data)
+}
+
+// Plugin is an `nri-cni run` process.
+type Plugin struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	Cfg  PluginConfig
+}
+
+// StartPlugin runs `bin run --config cfgPath --socket <c.NRISocket>` and
+// waits until containerd reports it registered and synchronized.
+func StartPlugin(ctx context.Context, c *Containerd, bin, cfgPath string, cfg PluginConfig) (*Plugin, error) {
+	before := c.CountLog(PluginSynced("10-nri-cni"))
+	out, err := os.OpenFile(cfg.LogFile+".stderr", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", c.NRISocket)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Plugin{cmd: cmd, done: make(chan struct{}), Cfg: cfg}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	if err := c.WaitLog(ctx, PluginSynced("10-nri-cni"), before+1, 15*time.Second); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("%w\nnri-cni log:\n%s", err, cfg.Log())
+	}
+	return p, nil
+}
+
+// Pid returns the plugin's pid.
+func (p *Plugin) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends SIGTERM and waits for the exit; SIGKILL after 10s.
+func (p *Plugin) Stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+		return fmt.Errorf("nri-cni did not exit within 10s of SIGTERM")
+	}
+	if st := p.cmd.ProcessState; st != nil && !st.Success() {
+		return fmt.Errorf("nri-cni exited with %s", st)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL and waits.
+func (p *Plugin) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
