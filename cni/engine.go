@@ -209,3 +209,10 @@ func summarize(res types.Result, ifname string) (*Result, error) {
 	}
 	return out, nil
 }
+
+// GC runs libcni's GC for network n: DEL of cached attachments not in valid
+// (callers DEL those themselves first, with an empty netns) and, for CNI
+// 1.1.0 configs, the plugins' own GC with the valid attachments.
+func (e *Engine) GC(ctx context.Context, n *Network, valid []types.GCAttachment) error {
+	return e.cni.GCNetworkList(ctx, n.List, &libcni.GCArgs{ValidAttachments: valid})
+}

@@ -63,8 +63,31 @@ type Config struct {
 	// LogLevel is a logrus level: trace, debug, info, warn, error.
 	LogLevel string `json:"logLevel"`
 	// LogFile is where logs go; empty means stderr, except for a plugin
-	// pre-launched by the runtime, which defaults to DefaultPrelaunchedLogFile.
+	// pre-launched by the runtime, which defaults to DefaultPrelaunchedLogFile,
+	// and for `nri-cni hook`, which then logs nothing (its stderr is for the
+	// one error line the runtime shows).
 	LogFile string `json:"logFile"`
+	// Hook configures OCI hook mode.
+	Hook HookConfig `json:"hook"`
+}
+
+// HookConfig says where OCI hook mode finds a container's pod identity: the
+// first annotation present in each list wins.
+type HookConfig struct {
+	PodNameAnnotations      []string `json:"podNameAnnotations"`
+	PodNamespaceAnnotations []string `json:"podNamespaceAnnotations"`
+	PodUIDAnnotations       []string `json:"podUIDAnnotations"`
+	SandboxIDAnnotations    []string `json:"sandboxIDAnnotations"`
+}
+
+// DefaultHookConfig knows containerd's CRI and CRI-O's annotations.
+func DefaultHookConfig() HookConfig {
+	return HookConfig{
+		PodNameAnnotations:      []string{"io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"},
+		PodNamespaceAnnotations: []string{"io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"},
+		PodUIDAnnotations:       []string{"io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"},
+		SandboxIDAnnotations:    []string{"io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID"},
+	}
 }
 
 // Default returns the configuration used when no file sets a key.
@@ -77,6 +100,7 @@ func Default() Config {
 		IfnamePrefix: DefaultIfnamePrefix,
 		CNITimeout:   Duration(DefaultCNITimeout),
 		LogLevel:     DefaultLogLevel,
+		Hook:         DefaultHookConfig(),
 	}
 }
 
@@ -159,6 +183,16 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		return bad("logFile", "must be an absolute path, got %q", c.LogFile)
+	}
+	for key, list := range map[string][]string{
+		"hook.podNameAnnotations": c.Hook.PodNameAnnotations, "hook.podNamespaceAnnotations": c.Hook.PodNamespaceAnnotations,
+		"hook.podUIDAnnotations": c.Hook.PodUIDAnnotations, "hook.sandboxIDAnnotations": c.Hook.SandboxIDAnnotations,
+	} {
+		for i, a := range list {
+			if a == "" || strings.ContainsAny(a, " \t\n") {
+				return bad(fmt.Sprintf("%s[%d]", key, i), "%q is not an annotation key", a)
+			}
+		}
 	}
 	return nil
 }

@@ -58,7 +58,9 @@ func TestParseYAMLAndJSON(t *testing.T) {
 		CNITimeout:   config.Duration(2500 * time.Millisecond),
 		LogLevel:     "debug",
 		LogFile:      "/var/log/x.log",
+		Hook:         config.DefaultHookConfig(),
 	}
+	want.Hook.PodNameAnnotations = []string{"example.com/pod"}
 	inputs := map[string]string{
 		"yaml": `
 confDir: /etc/x/net.d
@@ -72,11 +74,14 @@ ifnamePrefix: eth_
 cniTimeout: 2500ms
 logLevel: debug
 logFile: /var/log/x.log
+hook:
+  podNameAnnotations: [example.com/pod]
 `,
 		"json": `{"confDir": "/etc/x/net.d", "binDirs": ["/opt/a", "/opt/b"],
  "cacheDir": "/var/lib/x-cache", "stateDir": "/var/lib/x-state",
  "networks": ["net-a", "b.2"], "ifnamePrefix": "eth_", "cniTimeout": "2.5s",
- "logLevel": "debug", "logFile": "/var/log/x.log"}`,
+ "logLevel": "debug", "logFile": "/var/log/x.log",
+ "hook": {"podNameAnnotations": ["example.com/pod"]}}`,
 	}
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {

@@ -76,6 +76,9 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// Config returns the configuration.
+func (m *Manager) Config() config.Config { return m.cfg }
+
 // Store returns the record store.
 func (m *Manager) Store() *state.Store { return m.store }
 
@@ -211,6 +214,9 @@ func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Re
 }
 
 func podRef(sb Sandbox) string {
+	if sb.Kind == "container" {
+		return fmt.Sprintf("container %s (pod %s/%s)", sb.ID, sb.Pod.Namespace, sb.Pod.Name)
+	}
 	if sb.Pod.Name != "" {
 		return fmt.Sprintf("pod %s/%s (sandbox %s)", sb.Pod.Namespace, sb.Pod.Name, short(sb.ID))
 	}
@@ -222,4 +228,18 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// timed runs op and logs its outcome with its duration: errors at error
+// level (and returned), success at debug.
+func timed(log *logrus.Entry, what string, op func() error) error {
+	start := time.Now()
+	err := op()
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		log.WithError(err).Error(what + " failed")
+		return err
+	}
+	log.Debug(what + " done")
+	return nil
 }

@@ -109,16 +109,7 @@ func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, ev
 		return errNotConfigured
 	}
 	sb, _ := sandboxOf(pod)
-	log := p.podLog(pod).WithField("event", event)
-	start := time.Now()
-	err := mgr.Detach(ctx, sb, final)
-	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
-	if err != nil {
-		log.WithError(err).Error("detach failed")
-		return err
-	}
-	log.Debug("detached")
-	return nil
+	return timed(p.podLog(pod).WithField("event", event), "detach", func() error { return mgr.Detach(ctx, sb, final) })
 }
 
 func (p *Plugin) podLog(pod *api.PodSandbox) *logrus.Entry {

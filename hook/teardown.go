@@ -126,21 +126,16 @@ func (m *Manager) del(ctx context.Context, name string, a cni.Attachment) error 
 }
 
 // delCached DELs what libcni's cache holds for id, limited to nri-cni's own
-// attachments: a loaded network and an interface named <ifnamePrefix><n>.
-// The cache is shared with the runtime's own CNI (eth0): never touch that.
+// attachments (oursFilter).
 func (m *Manager) delCached(ctx context.Context, log *logrus.Entry, id, nsPath string) error {
 	atts, err := m.engine.CachedAttachments(id)
 	if err != nil {
 		return nil //nolint:nilerr // no readable cache: nothing we could DEL
 	}
-	ours := map[string]bool{}
-	for _, n := range m.engine.Networks() {
-		ours[n.Name] = true
-	}
-	ifRe := regexp.MustCompile("^" + regexp.QuoteMeta(m.cfg.IfnamePrefix) + "[0-9]+$")
+	ours := m.oursFilter()
 	var errs []error
 	for _, att := range atts {
-		if !ours[att.Network] || !ifRe.MatchString(att.IfName) {
+		if !ours(att.Network, att.IfName) {
 			continue
 		}
 		err := m.del(ctx, att.Network, cni.Attachment{ContainerID: id, IfName: att.IfName, Netns: nsPath})
@@ -153,4 +148,16 @@ func (m *Manager) delCached(ctx context.Context, log *logrus.Entry, id, nsPath s
 		l.Info("cached attachment detached")
 	}
 	return errors.Join(errs...)
+}
+
+// oursFilter returns a test for whether a cached attachment is nri-cni's: a
+// loaded network and an interface named <ifnamePrefix><n>. libcni's cache is
+// shared with the runtime's own CNI (eth0), which must never be touched.
+func (m *Manager) oursFilter() func(network, ifname string) bool {
+	nets := map[string]bool{}
+	for _, n := range m.engine.Networks() {
+		nets[n.Name] = true
+	}
+	ifRe := regexp.MustCompile("^" + regexp.QuoteMeta(m.cfg.IfnamePrefix) + "[0-9]+$")
+	return func(network, ifname string) bool { return nets[network] && ifRe.MatchString(ifname) }
 }

@@ -29,6 +29,12 @@ type app struct {
 const usage = `usage:
   nri-cni run --config FILE [--socket PATH] [--name NAME] [--idx NN]
                         external NRI plugin (DaemonSet, systemd)
+  nri-cni hook [--config FILE] [STAGE]
+                        OCI hook (runc, podman, CRI-O hooks.d): createRuntime or
+                        prestart attaches, poststop detaches; OCI state on stdin;
+                        no STAGE: taken from the state's status (hooks.d)
+  nri-cni gc [--config FILE]
+                        tear down records whose container is gone, GC the CNI cache
   nri-cni version       print the version
   nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
                         (started by the runtime from its plugin dir)
@@ -48,6 +54,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "run":
 		return a.runExternal(ctx, args[1:])
+	case "hook":
+		return a.hookCmd(ctx, args[1:])
+	case "gc":
+		return a.gcCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(a.stdout, "nri-cni %s\n", buildVersion())
 		return 0

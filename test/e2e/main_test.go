@@ -91,3 +91,21 @@ func startContainerd(ctx context.Context, dir string) (*harness.Containerd, erro
 	}
 	return ctd, nil
 }
+
+// pluginSetup gives a test its own secondary network (bridge deleted at
+// cleanup) and nri-cni config under dir, written to dir/nri.conf.
+func pluginSetup(t *testing.T, dir string, extra ...map[string]any) (harness.Secondary, harness.PluginConfig, string) {
+	t.Helper()
+	sec := harness.NewSecondary(dir)
+	sec.Extra = extra
+	t.Cleanup(sec.DeleteBridge)
+	cfg, err := harness.NewPluginConfig(dir, world.tools, sec, world.recorderDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "nri.conf")
+	if err := cfg.Write(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	return sec, cfg, cfgPath
+}

@@ -21,11 +21,7 @@ func TestPrelaunchedDropIn(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	sec := harness.NewSecondary(dir)
-	t.Cleanup(sec.DeleteBridge)
-	cfg, err := harness.NewPluginConfig(dir, world.tools, sec)
-	require.NoError(t, err)
+	sec, cfg, _ := pluginSetup(t, t.TempDir())
 
 	// A containerd of its own: pre-launched plugins start with containerd.
 	ctdDir, err := os.MkdirTemp("", "ctd")

@@ -40,19 +40,14 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	s := &suite{t: t, ctx: ctx, ctd: world.ctd, net: harness.NewSecondary(dir), record: filepath.Join(dir, "calls.jsonl")}
+	s := &suite{t: t, ctx: ctx, ctd: world.ctd, record: filepath.Join(dir, "calls.jsonl")}
 	rec := map[string]any{"type": "cni-recorder", "recordFile": s.record}
 	for k, v := range o.recorder {
 		rec[k] = v
 	}
-	s.net.Extra = []map[string]any{rec}
-	t.Cleanup(s.net.DeleteBridge)
-
+	var cfgPath string
 	var err error
-	s.cfg, err = harness.NewPluginConfig(dir, world.tools, s.net, world.recorderDir)
-	require.NoError(t, err)
-	cfgPath := filepath.Join(dir, "nri.conf")
-	require.NoError(t, s.cfg.Write(cfgPath))
+	s.net, s.cfg, cfgPath = pluginSetup(t, dir, rec)
 
 	s.cri, err = harness.DialCRI(ctx, s.ctd.Address)
 	require.NoError(t, err)
