@@ -67,9 +67,22 @@ type Config struct {
 	// and for `nri-cni hook`, which then logs nothing (its stderr is for the
 	// one error line the runtime shows).
 	LogFile string `json:"logFile"`
+	// FailurePolicy says what a failed attach does to the pod: "fail" (the
+	// pod fails cleanly) or "ignore" (it starts without the networks; the
+	// failure is logged as an error with the pod).
+	FailurePolicy string `json:"failurePolicy"`
+	// SyncAttach: on (re)connecting, attach pods created while nri-cni was
+	// away, if their network namespace exists.
+	SyncAttach bool `json:"syncAttach"`
 	// Hook configures OCI hook mode.
 	Hook HookConfig `json:"hook"`
 }
+
+// Failure policies.
+const (
+	FailurePolicyFail   = "fail"
+	FailurePolicyIgnore = "ignore"
+)
 
 // HookConfig says where OCI hook mode finds a container's pod identity: the
 // first annotation present in each list wins.
@@ -93,14 +106,16 @@ func DefaultHookConfig() HookConfig {
 // Default returns the configuration used when no file sets a key.
 func Default() Config {
 	return Config{
-		ConfDir:      DefaultConfDir,
-		BinDirs:      []string{DefaultBinDir},
-		CacheDir:     DefaultCacheDir,
-		StateDir:     DefaultStateDir,
-		IfnamePrefix: DefaultIfnamePrefix,
-		CNITimeout:   Duration(DefaultCNITimeout),
-		LogLevel:     DefaultLogLevel,
-		Hook:         DefaultHookConfig(),
+		ConfDir:       DefaultConfDir,
+		BinDirs:       []string{DefaultBinDir},
+		CacheDir:      DefaultCacheDir,
+		StateDir:      DefaultStateDir,
+		IfnamePrefix:  DefaultIfnamePrefix,
+		CNITimeout:    Duration(DefaultCNITimeout),
+		LogLevel:      DefaultLogLevel,
+		FailurePolicy: FailurePolicyFail,
+		SyncAttach:    true,
+		Hook:          DefaultHookConfig(),
 	}
 }
 
@@ -180,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		return bad("logLevel", "%q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.FailurePolicy != FailurePolicyFail && c.FailurePolicy != FailurePolicyIgnore {
+		return bad("failurePolicy", "%q: want %q or %q", c.FailurePolicy, FailurePolicyFail, FailurePolicyIgnore)
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		return bad("logFile", "must be an absolute path, got %q", c.LogFile)

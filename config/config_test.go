@@ -60,6 +60,7 @@ func TestParseYAMLAndJSON(t *testing.T) {
 		LogFile:      "/var/log/x.log",
 		Hook:         config.DefaultHookConfig(),
 	}
+	want.FailurePolicy, want.SyncAttach = "ignore", false
 	want.Hook.PodNameAnnotations = []string{"example.com/pod"}
 	inputs := map[string]string{
 		"yaml": `
@@ -74,6 +75,8 @@ ifnamePrefix: eth_
 cniTimeout: 2500ms
 logLevel: debug
 logFile: /var/log/x.log
+failurePolicy: ignore
+syncAttach: false
 hook:
   podNameAnnotations: [example.com/pod]
 `,
@@ -81,6 +84,7 @@ hook:
  "cacheDir": "/var/lib/x-cache", "stateDir": "/var/lib/x-state",
  "networks": ["net-a", "b.2"], "ifnamePrefix": "eth_", "cniTimeout": "2.5s",
  "logLevel": "debug", "logFile": "/var/log/x.log",
+ "failurePolicy": "ignore", "syncAttach": false,
  "hook": {"podNameAnnotations": ["example.com/pod"]}}`,
 	}
 	for name, in := range inputs {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -21,5 +22,19 @@ func TestShippedNRIConfIsTheDefaults(t *testing.T) {
 	got.Networks = want.Networks
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nri.conf = %+v\nwant defaults %+v", got, want)
+	}
+}
+
+func TestNewKeysAreValidated(t *testing.T) {
+	for in, key := range map[string]string{
+		"failurePolicy: sometimes":         "failurePolicy",
+		"syncAttach: maybe":                "syncAttach",
+		"hook: {podNameAnnotations: ['']}": "hook.podNameAnnotations[0]",
+		"hook: {podUIDAnnotations: [a b]}": "hook.podUIDAnnotations[0]",
+	} {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Parse(%q) = %v, want an error naming %s", in, err, key)
+		}
 	}
 }

@@ -60,6 +60,15 @@ type Manager struct {
 	// exclusive for GC, so GC never overlaps an ADD or DEL.
 	gcMu  sync.RWMutex
 	locks *keyedLocks
+
+	// onNetns, if set, learns each recorded netns path (the netns watcher).
+	onNetns func(path string)
+}
+
+func (m *Manager) noteNetns(path string) {
+	if m.onNetns != nil && path != "" {
+		m.onNetns(path)
+	}
 }
 
 // NewManager wires a Manager. log may be nil (discarded).
@@ -91,6 +100,20 @@ func (m *Manager) logFor(sb Sandbox) *logrus.Entry {
 
 // Attach ADDs the configured networks to the sandbox and records them.
 func (m *Manager) Attach(ctx context.Context, sb Sandbox) (*state.Record, error) {
+	return m.attach(ctx, sb, false)
+}
+
+// ErrKnown: AttachIfAbsent found a record (any phase) and did nothing.
+var ErrKnown = errors.New("sandbox already known")
+
+// AttachIfAbsent attaches only a sandbox nri-cni has no record of (resync
+// after downtime): a pod that was attached, or torn down by a Stop racing
+// the resync, is never attached again.
+func (m *Manager) AttachIfAbsent(ctx context.Context, sb Sandbox) (*state.Record, error) {
+	return m.attach(ctx, sb, true)
+}
+
+func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state.Record, error) {
 	if err := state.ValidID(sb.ID); err != nil {
 		return nil, err
 	}
@@ -106,6 +129,9 @@ func (m *Manager) Attach(ctx context.Context, sb Sandbox) (*state.Record, error)
 
 	log := m.logFor(sb)
 	if rec, err := m.store.Get(sb.ID); err == nil {
+		if ifAbsent {
+			return rec, ErrKnown
+		}
 		if rec.Phase == state.PhaseAttached {
 			log.Info("already attached, not adding again")
 			return rec, nil
@@ -115,6 +141,9 @@ func (m *Manager) Attach(ctx context.Context, sb Sandbox) (*state.Record, error)
 			return nil, fmt.Errorf("cleaning up the earlier attempt for %s: %w", podRef(sb), err)
 		}
 	} else if !errors.Is(err, state.ErrNotFound) {
+		if ifAbsent {
+			return nil, ErrKnown
+		}
 		log.WithError(err).Warn("unreadable record: cleaning up from the CNI cache")
 		m.delCached(ctx, log, sb.ID, "")
 	}
@@ -158,6 +187,7 @@ func (m *Manager) Attach(ctx context.Context, sb Sandbox) (*state.Record, error)
 		rec.Networks[i].IPs, rec.Networks[i].Mac = res.IPs, res.Mac
 		nl.WithField("ips", res.IPs).Info("network attached")
 	}
+	m.noteNetns(rec.Netns)
 	rec.Phase, rec.Updated = state.PhaseAttached, time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
 		log.WithError(err).Error("recording the attachment failed, rolling back")

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
 )
 
 // ConfigureFunc builds the Manager from the runtime-supplied config string
@@ -69,7 +70,31 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 
 var errNotConfigured = errors.New("nri-cni is not configured yet")
 
-// RunPodSandbox attaches the configured networks. An error fails the pod.
+// Synchronize hands the runtime's live pods to a background resync (GC of
+// what is gone, attach of what was missed) and answers at once: the resync
+// runs CNI commands and must not hold up the runtime's request deadline.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	mgr := p.Manager()
+	if mgr == nil {
+		return nil, errNotConfigured
+	}
+	live := make([]Sandbox, 0, len(pods))
+	for _, pod := range pods {
+		sb, _ := sandboxOf(pod)
+		live = append(live, sb)
+	}
+	attach := mgr.Config().SyncAttach
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": attach}).Info("synchronizing with the runtime")
+	go func() {
+		start := time.Now()
+		res := mgr.Sync(context.WithoutCancel(ctx), live, attach)
+		logSync(p.log, res, time.Since(start))
+	}()
+	return nil, nil
+}
+
+// RunPodSandbox attaches the configured networks. An error fails the pod,
+// unless failurePolicy is "ignore".
 func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	sb, netnsPath := sandboxOf(pod)
 	log := p.podLog(pod).WithField("event", "RunPodSandbox")
@@ -85,6 +110,10 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	rec, err := mgr.Attach(ctx, sb)
 	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
 	if err != nil {
+		if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+			log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
+			return nil
+		}
 		log.WithError(err).Error("attach failed")
 		return err
 	}

@@ -89,10 +89,15 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 	if st.Pid <= 0 {
 		return fmt.Errorf("container %s: OCI state has no pid at %s", st.ID, stage)
 	}
-	return timed(log, "attach", func() error {
+	err := timed(log, "attach", func() error {
 		_, err := h.Mgr.Attach(ctx, sb)
 		return err
 	})
+	if err != nil && h.Mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+		log.Error("failurePolicy ignore: the container starts without nri-cni's networks")
+		return nil
+	}
+	return err
 }
 
 // sandbox translates the state (and the bundle's spec, when readable).

@@ -47,6 +47,9 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail("%v", err)
 	}
+	if err := startWatchers(ctx, mgr, log); err != nil {
+		return a.fail("%v", err)
+	}
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
 	if err := hook.RunExternal(ctx, hook.NewPlugin(mgr, nil, log), *socket, *name, *idx, log); err != nil {
 		log.WithError(err).Error("nri-cni stopped")
@@ -61,6 +64,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 // the config names the log file, log lines are held in memory; they go to
 // that file (default /var/log/nri-cni.log) once it is known.
 func (a *app) prelaunched(ctx context.Context) int {
+	runCtx := ctx
 	sink := &logSink{}
 	logger := logrus.New()
 	logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
@@ -97,7 +101,12 @@ func (a *app) prelaunched(ctx context.Context) int {
 		}
 		level, _ := logrus.ParseLevel(cfg.LogLevel)
 		logger.SetLevel(level)
-		return buildManager(ctx, cfg, log)
+		mgr, err := buildManager(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		// The watchers live as long as the process, not the request.
+		return mgr, startWatchers(runCtx, mgr, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
 	if err := hook.RunPrelaunched(ctx, hook.NewPlugin(nil, configure, log)); err != nil {
@@ -146,6 +155,19 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*h
 	}
 	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
 	return hook.NewManager(cfg, engine, resolver, store, log), nil
+}
+
+// startWatchers runs the daemon's background work: releasing sandboxes whose
+// netns disappears, and reloading the CNI configs when confDir changes.
+func startWatchers(ctx context.Context, mgr *hook.Manager, log *logrus.Entry) error {
+	if err := mgr.WatchNetns(ctx, hook.DefaultSweep); err != nil {
+		return err
+	}
+	if err := hook.WatchConfigs(ctx, mgr.Engine(), mgr.Config().ConfDir, log); err != nil {
+		// Not fatal: the configs loaded at start keep working.
+		log.WithError(err).Warn("not watching the CNI config dir; changes need a restart")
+	}
+	return nil
 }
 
 // newLogger builds a logger at cfg's level writing to cfg.LogFile, else
