@@ -22,6 +22,10 @@ import (
 var (
 	ErrUnknownNetwork = errors.New("unknown network")
 	ErrNoNetworks     = errors.New("no valid CNI network config")
+	// ErrSkippedMissing: DEL succeeded for the chain except plugins whose
+	// binaries are gone (they cannot be run, so nothing can clean up after
+	// them). Callers treat it as success and warn.
+	ErrSkippedMissing = errors.New("DEL skipped plugins whose binaries are missing")
 )
 
 // Options configures an Engine.
@@ -158,10 +162,35 @@ func (e *Engine) Del(ctx context.Context, name string, a Attachment) error {
 			return nil
 		}
 	}
-	if err := e.cni.DelNetworkList(ctx, list, rt); err != nil {
-		return fmt.Errorf("network %q: %w", name, err)
+	err = e.cni.DelNetworkList(ctx, list, rt)
+	if err == nil {
+		return nil
 	}
-	return nil
+	// libcni stops a DEL at the first failing plugin, so one missing binary
+	// would keep every plugin before it in the chain (bridge, IPAM) from
+	// ever releasing: DEL again without the missing ones.
+	if reduced, missing := e.withoutMissing(list); len(missing) > 0 && len(reduced.Plugins) > 0 {
+		if err2 := e.cni.DelNetworkList(ctx, reduced, rt); err2 == nil {
+			return fmt.Errorf("network %q: %w: %v (first DEL: %v)", name, ErrSkippedMissing, missing, err)
+		}
+	}
+	return fmt.Errorf("network %q: %w", name, err)
+}
+
+// withoutMissing returns list minus the plugins whose binaries are not in
+// the bin dirs, and their types.
+func (e *Engine) withoutMissing(list *libcni.NetworkConfigList) (*libcni.NetworkConfigList, []string) {
+	reduced := *list
+	reduced.Plugins = nil
+	var missing []string
+	for _, p := range list.Plugins {
+		if _, err := invoke.FindInPath(p.Network.Type, e.opts.BinDirs); err != nil {
+			missing = append(missing, p.Network.Type)
+			continue
+		}
+		reduced.Plugins = append(reduced.Plugins, p)
+	}
+	return &reduced, missing
 }
 
 func (e *Engine) cachedList(name string, rt *libcni.RuntimeConf) (*libcni.NetworkConfigList, *libcni.RuntimeConf, error) {

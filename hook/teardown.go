@@ -119,6 +119,11 @@ func (m *Manager) del(ctx context.Context, name string, a cni.Attachment) error 
 	if cni.IsAlreadyGone(err) {
 		return nil
 	}
+	if errors.Is(err, cni.ErrSkippedMissing) {
+		m.log.WithFields(logrus.Fields{"sandbox": a.ContainerID, "network": name, "ifname": a.IfName}).
+			WithError(err).Warn("DEL done without the plugins whose binaries are missing")
+		return nil
+	}
 	if err != nil && cctx.Err() != nil {
 		return fmt.Errorf("%w (timed out after %s)", err, time.Since(start).Round(time.Millisecond))
 	}

@@ -18,14 +18,15 @@ import (
 // secondary network (bridge + host-local, then the recorder), config, state
 // and cache, and the pods it created.
 type suite struct {
-	t      *testing.T
-	ctx    context.Context
-	ctd    *harness.Containerd
-	cri    *harness.CRI
-	net    harness.Secondary
-	cfg    harness.PluginConfig
-	plugin *harness.Plugin
-	record string
+	t       *testing.T
+	ctx     context.Context
+	ctd     *harness.Containerd
+	cri     *harness.CRI
+	net     harness.Secondary
+	cfg     harness.PluginConfig
+	plugin  *harness.Plugin
+	record  string
+	cfgPath string
 
 	mu   sync.Mutex
 	pods []string
@@ -33,6 +34,7 @@ type suite struct {
 
 type suiteOpts struct {
 	recorder map[string]any // extra keys for the recorder chained after bridge
+	edit     func(*harness.PluginConfig)
 }
 
 func newSuite(t *testing.T, o suiteOpts) *suite {
@@ -45,15 +47,18 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 	for k, v := range o.recorder {
 		rec[k] = v
 	}
-	var cfgPath string
 	var err error
-	s.net, s.cfg, cfgPath = pluginSetup(t, dir, rec)
+	s.net, s.cfg, s.cfgPath = pluginSetup(t, dir, rec)
+	if o.edit != nil {
+		o.edit(&s.cfg)
+		require.NoError(t, s.cfg.Write(s.cfgPath))
+	}
 
 	s.cri, err = harness.DialCRI(ctx, s.ctd.Address)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.cri.Close() })
 
-	s.plugin, err = harness.StartPlugin(ctx, s.ctd, world.bin, cfgPath, s.cfg)
+	s.plugin, err = harness.StartPlugin(ctx, s.ctd, world.bin, s.cfgPath, s.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Pods first (so nri-cni tears them down), then the plugin.
@@ -64,8 +69,10 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 			_ = s.cri.StopPod(context.Background(), id)
 			_ = s.cri.RemovePod(context.Background(), id)
 		}
-		if err := s.plugin.Stop(); err != nil {
-			t.Error(err)
+		if s.plugin != nil {
+			if err := s.plugin.Stop(); err != nil {
+				t.Error(err)
+			}
 		}
 		if t.Failed() {
 			t.Logf("nri-cni log:\n%s", s.cfg.Log())
@@ -124,4 +131,29 @@ func (s *suite) assertNoLeaks() {
 	require.Zero(s.t, ports, "veths on the secondary bridge")
 	require.Empty(s.t, s.cfg.CacheFiles(), "libcni cache entries")
 	require.Empty(s.t, s.cfg.StateFiles(), "nri-cni records")
+}
+
+// killPlugin SIGKILLs nri-cni (no chance to clean up anything).
+func (s *suite) killPlugin() {
+	s.plugin.Kill()
+	s.plugin = nil
+}
+
+// startPlugin starts nri-cni again with the same config and state.
+func (s *suite) startPlugin() {
+	s.t.Helper()
+	p, err := harness.StartPlugin(s.ctx, s.ctd, world.bin, s.cfgPath, s.cfg)
+	require.NoError(s.t, err)
+	s.plugin = p
+}
+
+// count counts the recorded calls of cmd for id ("" = any).
+func (s *suite) count(cmd, id string) int {
+	n := 0
+	for _, c := range s.calls() {
+		if c.Cmd == cmd && (id == "" || c.ContainerID == id) {
+			n++
+		}
+	}
+	return n
 }

@@ -56,14 +56,15 @@ func (s Secondary) DeleteBridge() { _ = exec.Command("ip", "link", "del", s.Brid
 
 // PluginConfig is the subset of nri.conf the harness writes.
 type PluginConfig struct {
-	ConfDir    string   `json:"confDir"`
-	BinDirs    []string `json:"binDirs"`
-	CacheDir   string   `json:"cacheDir"`
-	StateDir   string   `json:"stateDir"`
-	Networks   []string `json:"networks,omitempty"`
-	CNITimeout string   `json:"cniTimeout,omitempty"`
-	LogLevel   string   `json:"logLevel,omitempty"`
-	LogFile    string   `json:"logFile,omitempty"`
+	ConfDir       string   `json:"confDir"`
+	BinDirs       []string `json:"binDirs"`
+	CacheDir      string   `json:"cacheDir"`
+	StateDir      string   `json:"stateDir"`
+	Networks      []string `json:"networks,omitempty"`
+	CNITimeout    string   `json:"cniTimeout,omitempty"`
+	FailurePolicy string   `json:"failurePolicy,omitempty"`
+	LogLevel      string   `json:"logLevel,omitempty"`
+	LogFile       string   `json:"logFile,omitempty"`
 }
 
 // NewPluginConfig lays out nri-cni's dirs under dir and writes the network.

@@ -48,6 +48,8 @@ type env struct {
 
 type envOpts struct {
 	recorder map[string]any // extra keys for the recorder plugin chained after bridge
+	// recorderBinDir replaces the shared dir of the recorder plugin.
+	recorderBinDir string
 	// external: run bin/nri-cni as a separate `nri-cni run` process.
 	external bool
 	// prelaunch: instead of running the plugin in-process, install the
@@ -90,7 +92,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 	})
 
 	e.cfg = config.Default()
-	e.cfg.ConfDir, e.cfg.BinDirs = confDir, []string{cniDir, recorderDir}
+	recDir := recorderDir
+	if o.recorderBinDir != "" {
+		recDir = o.recorderBinDir
+	}
+	e.cfg.ConfDir, e.cfg.BinDirs = confDir, []string{cniDir, recDir}
 	e.cfg.CacheDir, e.cfg.StateDir = filepath.Join(root, "cache"), filepath.Join(root, "state")
 	e.cfg.CNITimeout = config.Duration(1500 * time.Millisecond)
 	if o.prelaunch {

@@ -5,7 +5,7 @@
 // with "ip"; chained, it passes prevResult through.
 //
 //	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
-//	 "failOn": "ADD", "failMsg": "boom", "sleep": "5s", "garbage": false,
+//	 "failOn": "ADD", "failMsg": "boom", "sleep": "5s", "garbage": false, "crash": false,
 //	 "ip": "10.99.0.5/24"}
 package main
 
@@ -31,6 +31,7 @@ type Conf struct {
 	FailMsg    string `json:"failMsg"` // error message
 	Sleep      string `json:"sleep"`   // sleep before answering ADD
 	Garbage    bool   `json:"garbage"` // print non-JSON on ADD
+	Crash      bool   `json:"crash"`   // die on ADD without a word (exit 2)
 	IP         string `json:"ip"`      // address to return when first in chain
 }
 
@@ -84,6 +85,9 @@ func handle(cmd string, a *skel.CmdArgs) error {
 	}
 	if cmd != "ADD" {
 		return nil
+	}
+	if conf.Crash {
+		os.Exit(2)
 	}
 	if conf.Garbage {
 		fmt.Print("this is not JSON {")
