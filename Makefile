@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools lint test test-unit test-integration e2e demo clean
+.PHONY: help build tools lint test test-unit test-integration e2e demo soak clean
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,9 @@ e2e: tools ## End-to-end tests against a real containerd 2.x + runc + CRI (root)
 
 demo: tools ## The main job in one command (root): containerd + nri-cni, two pods, ping over net1, teardown.
 	$(GO) run ./test/demo
+
+soak: tools ## 500 pod cycles vs real containerd with nri-cni killed 20x and containerd restarted 2x; checks leaks (root).
+	$(GO) run ./test/soak $(SOAK_ARGS)
 
 clean: ## Remove build output.
 	rm -rf bin

@@ -50,6 +50,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	if err := startWatchers(ctx, mgr, log); err != nil {
 		return a.fail("%v", err)
 	}
+	dumpStatsOnSIGUSR1(ctx, func() *hook.Manager { return mgr }, log)
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
 	if err := hook.RunExternal(ctx, hook.NewPlugin(mgr, nil, log), *socket, *name, *idx, log); err != nil {
 		log.WithError(err).Error("nri-cni stopped")
@@ -109,7 +110,9 @@ func (a *app) prelaunched(ctx context.Context) int {
 		return mgr, startWatchers(runCtx, mgr, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
-	if err := hook.RunPrelaunched(ctx, hook.NewPlugin(nil, configure, log)); err != nil {
+	plugin := hook.NewPlugin(nil, configure, log)
+	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
+	if err := hook.RunPrelaunched(ctx, plugin); err != nil {
 		log.WithError(err).Error("nri-cni stopped")
 		return 1
 	}

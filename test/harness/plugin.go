@@ -161,3 +161,31 @@ func (p *Plugin) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
+
+// Stats asks the plugin for its stats line (SIGUSR1) and reads its RSS.
+func (p *Plugin) Stats(ctx context.Context) (goroutines, rssKiB int, err error) {
+	before := strings.Count(p.Cfg.Log(), "msg=stats")
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return 0, 0, err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(p.Cfg.Log(), "msg=stats") <= before {
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("no stats line from nri-cni within 5s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log := p.Cfg.Log()
+	line := log[strings.LastIndex(log, "msg=stats"):]
+	if i := strings.Index(line, "goroutines="); i >= 0 {
+		_, _ = fmt.Sscanf(line[i:], "goroutines=%d", &goroutines)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return goroutines, 0, err
+	}
+	if i := strings.Index(string(status), "VmRSS:"); i >= 0 {
+		_, _ = fmt.Sscanf(string(status[i:]), "VmRSS: %d", &rssKiB)
+	}
+	return goroutines, rssKiB, nil
+}
