@@ -74,8 +74,37 @@ type Config struct {
 	// SyncAttach: on (re)connecting, attach pods created while nri-cni was
 	// away, if their network namespace exists.
 	SyncAttach bool `json:"syncAttach"`
+	// PodSelection lets a pod pick networks (and interface names) with the
+	// annotation nri-cni.io/networks; an empty value opts the pod out.
+	PodSelection bool `json:"podSelection"`
+	// Namespaces limits which pods' namespaces get networks.
+	Namespaces NamespaceFilter `json:"namespaces"`
 	// Hook configures OCI hook mode.
 	Hook HookConfig `json:"hook"`
+}
+
+// NamespaceFilter: an empty Include means every namespace; Exclude wins.
+type NamespaceFilter struct {
+	Include []string `json:"include"`
+	Exclude []string `json:"exclude"`
+}
+
+// Allows reports whether pods of namespace ns get networks.
+func (f NamespaceFilter) Allows(ns string) bool {
+	for _, x := range f.Exclude {
+		if x == ns {
+			return false
+		}
+	}
+	if len(f.Include) == 0 {
+		return true
+	}
+	for _, x := range f.Include {
+		if x == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // Failure policies.
@@ -153,6 +182,8 @@ var (
 	ifnameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 	// networkNameRe follows the CNI spec's rule for network names.
 	networkNameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+	// namespaceRe is a DNS-1123 label, as Kubernetes namespaces are.
+	namespaceRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 )
 
 // Validate checks every key and names the first bad one.
@@ -201,6 +232,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		return bad("logFile", "must be an absolute path, got %q", c.LogFile)
+	}
+	for key, list := range map[string][]string{"namespaces.include": c.Namespaces.Include, "namespaces.exclude": c.Namespaces.Exclude} {
+		for i, ns := range list {
+			if !namespaceRe.MatchString(ns) {
+				return bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a Kubernetes namespace name", ns)
+			}
+		}
 	}
 	for key, list := range map[string][]string{
 		"hook.podNameAnnotations": c.Hook.PodNameAnnotations, "hook.podNamespaceAnnotations": c.Hook.PodNamespaceAnnotations,

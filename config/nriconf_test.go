@@ -20,6 +20,10 @@ func TestShippedNRIConfIsTheDefaults(t *testing.T) {
 		t.Errorf("networks = %v, want empty", got.Networks)
 	}
 	got.Networks = want.Networks
+	if len(got.Namespaces.Include)+len(got.Namespaces.Exclude) != 0 {
+		t.Errorf("namespaces = %+v, want no filter", got.Namespaces)
+	}
+	got.Namespaces = want.Namespaces
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nri.conf = %+v\nwant defaults %+v", got, want)
 	}
@@ -27,10 +31,12 @@ func TestShippedNRIConfIsTheDefaults(t *testing.T) {
 
 func TestNewKeysAreValidated(t *testing.T) {
 	for in, key := range map[string]string{
-		"failurePolicy: sometimes":         "failurePolicy",
-		"syncAttach: maybe":                "syncAttach",
-		"hook: {podNameAnnotations: ['']}": "hook.podNameAnnotations[0]",
-		"hook: {podUIDAnnotations: [a b]}": "hook.podUIDAnnotations[0]",
+		"failurePolicy: sometimes":             "failurePolicy",
+		"syncAttach: maybe":                    "syncAttach",
+		"hook: {podNameAnnotations: ['']}":     "hook.podNameAnnotations[0]",
+		"hook: {podUIDAnnotations: [a b]}":     "hook.podUIDAnnotations[0]",
+		"namespaces: {exclude: [Kube_System]}": "namespaces.exclude[0]",
+		"podSelection: 1":                      "podSelection",
 	} {
 		_, err := Parse([]byte(in))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -45,6 +45,9 @@ type Sandbox struct {
 	Pod    cni.PodIdentity
 	Pid    uint32
 	Pinned string // the runtime's pinned netns path, if any
+	// Annotations of the pod (or container): network selection and
+	// capability args.
+	Annotations map[string]string
 }
 
 // Manager attaches and detaches CNI networks for sandboxes.
@@ -63,6 +66,27 @@ type Manager struct {
 
 	// onNetns, if set, learns each recorded netns path (the netns watcher).
 	onNetns func(path string)
+	// obs, if set, is told about every CNI operation (metrics).
+	obs Observer
+}
+
+// Observer is told about every CNI operation.
+type Observer interface {
+	Op(op, network, result string, d time.Duration)
+}
+
+// SetObserver installs o; call it before events are served.
+func (m *Manager) SetObserver(o Observer) { m.obs = o }
+
+func (m *Manager) observe(op, network string, err error, d time.Duration) {
+	if m.obs == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.obs.Op(op, network, result, d)
 }
 
 func (m *Manager) noteNetns(path string) {
@@ -156,7 +180,15 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
-	nets, err := m.engine.Select(m.cfg.Networks)
+	plan, skip, err := m.plan(sb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+	if skip != "" {
+		log.WithField("reason", skip).Info("no networks for this sandbox")
+		return nil, nil
+	}
+	caps, err := capabilityArgs(sb.Annotations)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
@@ -167,17 +199,17 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 		Netns: ns.Path, NetnsDev: ns.ID.Dev, NetnsIno: ns.ID.Ino,
 		Phase: state.PhaseAdding, Created: now, Updated: now,
 	}
-	for i, n := range nets {
-		rec.Networks = append(rec.Networks, state.Network{Name: n.Name, IfName: m.cfg.Ifname(i)})
+	for _, a := range plan {
+		rec.Networks = append(rec.Networks, state.Network{Name: a.net.Name, IfName: a.ifname})
 	}
 	// Persist the intent first: if we die mid-ADD, teardown knows what to DEL.
 	if err := m.store.Put(rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
 
-	for i, n := range nets {
-		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": rec.Networks[i].IfName})
-		res, err := m.add(ctx, n, cni.Attachment{ContainerID: sb.ID, IfName: rec.Networks[i].IfName, Netns: ns.Path, Args: args})
+	for i, a := range plan {
+		nl := log.WithFields(logrus.Fields{"network": a.net.Name, "ifname": a.ifname})
+		res, err := m.add(ctx, a.net, cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: caps})
 		if err != nil {
 			nl.WithError(err).Error("CNI ADD failed, rolling back")
 			handedOff = true
@@ -204,7 +236,9 @@ func (m *Manager) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*c
 		return nil, fmt.Errorf("network %q: %w", n.Name, err)
 	}
 	defer cancel()
+	start := time.Now()
 	res, err := m.engine.Add(cctx, n, a)
+	m.observe("add", n.Name, err, time.Since(start))
 	if err != nil && cctx.Err() != nil {
 		return nil, fmt.Errorf("%w (timed out after %s: cniTimeout or the runtime's deadline)", err, m.cfg.CNITimeout.D())
 	}

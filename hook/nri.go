@@ -30,6 +30,16 @@ type Plugin struct {
 
 	mu  sync.RWMutex // guards mgr
 	mgr *Manager
+
+	// OnConnection, if set, learns when the runtime connection is up
+	// (configured) or gone. Set it before running the plugin.
+	OnConnection func(up bool)
+}
+
+func (p *Plugin) connection(up bool) {
+	if p.OnConnection != nil {
+		p.OnConnection(up)
+	}
 }
 
 // NewPlugin returns a plugin with a ready Manager (external mode: config from
@@ -54,6 +64,7 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
 		}
 		log.Info("connected to the runtime")
+		p.connection(true)
 		return 0, nil
 	}
 	mgr, err := p.configure(ctx, config)
@@ -65,6 +76,7 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 	p.mgr = mgr
 	p.mu.Unlock()
 	log.Info("configured by the runtime")
+	p.connection(true)
 	return 0, nil
 }
 
@@ -117,7 +129,9 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 		log.WithError(err).Error("attach failed")
 		return err
 	}
-	log.WithField("networks", len(rec.Networks)).Info("attached")
+	if rec != nil {
+		log.WithField("networks", len(rec.Networks)).Info("attached")
+	}
 	return nil
 }
 
@@ -163,8 +177,9 @@ func sandboxOf(pod *api.PodSandbox) (Sandbox, string) {
 			UID:       pod.GetUid(),
 			InfraID:   pod.GetId(),
 		},
-		Pid:    pod.GetPid(),
-		Pinned: netnsPath,
+		Pid:         pod.GetPid(),
+		Pinned:      netnsPath,
+		Annotations: pod.GetAnnotations(),
 	}, netnsPath
 }
 

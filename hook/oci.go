@@ -120,9 +120,10 @@ func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) Sandbox {
 		return fallback
 	}
 	sb := Sandbox{
-		ID:   st.ID,
-		Kind: "container",
-		Pid:  uint32(max(st.Pid, 0)),
+		ID:          st.ID,
+		Kind:        "container",
+		Annotations: ann,
+		Pid:         uint32(max(st.Pid, 0)),
 		Pod: cni.PodIdentity{
 			Name:      first(h.Hook.PodNameAnnotations, st.ID),
 			Namespace: first(h.Hook.PodNamespaceAnnotations, "default"),

@@ -116,17 +116,17 @@ func (m *Manager) del(ctx context.Context, name string, a cni.Attachment) error 
 	defer cancel()
 	start := time.Now()
 	err = m.engine.Del(cctx, name, a)
-	if cni.IsAlreadyGone(err) {
-		return nil
-	}
-	if errors.Is(err, cni.ErrSkippedMissing) {
+	switch {
+	case cni.IsAlreadyGone(err):
+		err = nil
+	case errors.Is(err, cni.ErrSkippedMissing):
 		m.log.WithFields(logrus.Fields{"sandbox": a.ContainerID, "network": name, "ifname": a.IfName}).
 			WithError(err).Warn("DEL done without the plugins whose binaries are missing")
-		return nil
+		err = nil
+	case err != nil && cctx.Err() != nil:
+		err = fmt.Errorf("%w (timed out after %s)", err, time.Since(start).Round(time.Millisecond))
 	}
-	if err != nil && cctx.Err() != nil {
-		return fmt.Errorf("%w (timed out after %s)", err, time.Since(start).Round(time.Millisecond))
-	}
+	m.observe("del", name, err, time.Since(start))
 	return err
 }
 

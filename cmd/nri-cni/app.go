@@ -27,14 +27,21 @@ type app struct {
 }
 
 const usage = `usage:
-  nri-cni run --config FILE [--socket PATH] [--name NAME] [--idx NN]
-                        external NRI plugin (DaemonSet, systemd)
+  nri-cni run --config FILE [--socket PATH] [--name NAME] [--idx NN] [--metrics-addr ADDR]
+                        external NRI plugin (DaemonSet, systemd); --metrics-addr serves
+                        Prometheus /metrics and /healthz (off by default)
   nri-cni hook [--config FILE] [STAGE]
                         OCI hook (runc, podman, CRI-O hooks.d): createRuntime or
                         prestart attaches, poststop detaches; OCI state on stdin;
                         no STAGE: taken from the state's status (hooks.d)
   nri-cni gc [--config FILE]
                         tear down records whose container is gone, GC the CNI cache
+  nri-cni status [--config FILE] [--json]
+                        every attachment on record
+  nri-cni healthz [--addr ADDR]
+                        exit 0 iff the plugin's /healthz is OK (liveness probe)
+  nri-cni install-plugins --from DIR --to DIR NAME...
+                        copy CNI plugins that are absent (DaemonSet init container)
   nri-cni version       print the version
   nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
                         (started by the runtime from its plugin dir)
@@ -58,6 +65,12 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.hookCmd(ctx, args[1:])
 	case "gc":
 		return a.gcCmd(ctx, args[1:])
+	case "status":
+		return a.statusCmd(ctx, args[1:])
+	case "healthz":
+		return a.healthzCmd(ctx, args[1:])
+	case "install-plugins":
+		return a.installPluginsCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(a.stdout, "nri-cni %s\n", buildVersion())
 		return 0

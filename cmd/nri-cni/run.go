@@ -13,6 +13,7 @@ import (
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 )
@@ -24,6 +25,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	socket := fs.String("socket", api.DefaultSocketPath, "the runtime's NRI socket")
 	name := fs.String("name", "nri-cni", "plugin name")
 	idx := fs.String("idx", "10", "plugin index (two digits): order among NRI plugins")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,8 +53,20 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 		return a.fail("%v", err)
 	}
 	dumpStatsOnSIGUSR1(ctx, func() *hook.Manager { return mgr }, log)
+	plugin := hook.NewPlugin(mgr, nil, log)
+	if *metricsAddr != "" {
+		m := metrics.New(func() float64 { return attachedNetworks(mgr) })
+		mgr.SetObserver(m)
+		plugin.OnConnection = m.SetConnected
+		stop, err := metrics.Serve(ctx, *metricsAddr, m)
+		if err != nil {
+			return a.fail("--metrics-addr: %v", err)
+		}
+		defer stop()
+		log.WithField("addr", *metricsAddr).Info("serving /metrics and /healthz")
+	}
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
-	if err := hook.RunExternal(ctx, hook.NewPlugin(mgr, nil, log), *socket, *name, *idx, log); err != nil {
+	if err := hook.RunExternal(ctx, plugin, *socket, *name, *idx, log); err != nil {
 		log.WithError(err).Error("nri-cni stopped")
 		return 1
 	}
@@ -158,6 +172,18 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*h
 	}
 	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
 	return hook.NewManager(cfg, engine, resolver, store, log), nil
+}
+
+// attachedNetworks counts the networks attached according to the records.
+func attachedNetworks(mgr *hook.Manager) float64 {
+	recs, _ := mgr.Store().List()
+	n := 0
+	for _, r := range recs {
+		if r.Phase == state.PhaseAttached {
+			n += len(r.Networks)
+		}
+	}
+	return float64(n)
 }
 
 // startWatchers runs the daemon's background work: releasing sandboxes whose

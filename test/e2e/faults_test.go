@@ -34,7 +34,7 @@ func TestHangingPluginFailsThePodWithinTheDeadline(t *testing.T) {
 func TestFailurePolicyIgnoreStartsThePod(t *testing.T) {
 	s := newSuite(t, suiteOpts{
 		recorder: map[string]any{"failOn": "ADD", "failMsg": "switch unreachable"},
-		edit:     func(c *harness.PluginConfig) { c.FailurePolicy = "ignore" },
+		edit:     func(_ string, c *harness.PluginConfig) { c.FailurePolicy = "ignore" },
 	})
 	id, st := s.mustRun("tolerant")
 	assert.Equal(t, "SANDBOX_READY", st.State)

@@ -34,7 +34,8 @@ type suite struct {
 
 type suiteOpts struct {
 	recorder map[string]any // extra keys for the recorder chained after bridge
-	edit     func(*harness.PluginConfig)
+	// edit may change the config and add networks to its confDir.
+	edit func(dir string, cfg *harness.PluginConfig)
 }
 
 func newSuite(t *testing.T, o suiteOpts) *suite {
@@ -50,7 +51,7 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 	var err error
 	s.net, s.cfg, s.cfgPath = pluginSetup(t, dir, rec)
 	if o.edit != nil {
-		o.edit(&s.cfg)
+		o.edit(dir, &s.cfg)
 		require.NoError(t, s.cfg.Write(s.cfgPath))
 	}
 

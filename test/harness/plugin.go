@@ -63,8 +63,13 @@ type PluginConfig struct {
 	Networks      []string `json:"networks,omitempty"`
 	CNITimeout    string   `json:"cniTimeout,omitempty"`
 	FailurePolicy string   `json:"failurePolicy,omitempty"`
-	LogLevel      string   `json:"logLevel,omitempty"`
-	LogFile       string   `json:"logFile,omitempty"`
+	PodSelection  bool     `json:"podSelection,omitempty"`
+	Namespaces    *struct {
+		Include []string `json:"include,omitempty"`
+		Exclude []string `json:"exclude,omitempty"`
+	} `json:"namespaces,omitempty"`
+	LogLevel string `json:"logLevel,omitempty"`
+	LogFile  string `json:"logFile,omitempty"`
 }
 
 // NewPluginConfig lays out nri-cni's dirs under dir and writes the network.

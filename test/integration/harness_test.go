@@ -44,6 +44,7 @@ type env struct {
 	pluginDir, pluginConfDir string
 	proc                     *exec.Cmd
 	proxy                    *testenv.UnixProxy
+	metricsAddr              string
 }
 
 type envOpts struct {
@@ -125,7 +126,12 @@ func (e *env) startExternalBinary() {
 	testenv.WriteJSON(t, cfgPath, e.cfg)
 	// The plugin dials a proxy, so restartRuntime can drop its connection.
 	e.proxy = testenv.NewUnixProxy(t, filepath.Join(e.root, "proxy.sock"), filepath.Join(e.root, "nri.sock"))
-	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", filepath.Join(e.root, "proxy.sock"))
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port for /metrics
+	require.NoError(t, err)
+	e.metricsAddr = l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", filepath.Join(e.root, "proxy.sock"),
+		"--metrics-addr", e.metricsAddr)
 	// No Pdeathsig: it fires when the forking OS thread exits, and netns
 	// helpers retire locked threads. Cleanup kills the child by pid.
 	stderr, err := os.Create(filepath.Join(e.root, "stderr"))

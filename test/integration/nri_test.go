@@ -2,6 +2,8 @@ package integration
 
 import (
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -163,6 +165,13 @@ func TestExternalBinaryReconnectsAndStopsOnSIGTERM(t *testing.T) {
 	require.NoError(t, e.run(p, p.pid))
 	require.Len(t, podAddrs(t, p), 1)
 
+	code, body := httpGet(t, "http://"+e.metricsAddr+"/healthz")
+	assert.Equal(t, 200, code, body)
+	_, body = httpGet(t, "http://"+e.metricsAddr+"/metrics")
+	assert.Contains(t, body, `nri_cni_operations_total{network="`+e.netName+`",op="add",result="ok"} 1`)
+	assert.Contains(t, body, "nri_cni_attachments 1")
+	assert.Contains(t, body, "nri_cni_runtime_connected 1")
+
 	// The runtime restarts: the plugin reconnects by itself.
 	e.restartRuntime()
 	require.NoError(t, e.stop(p))
@@ -175,4 +184,13 @@ func TestExternalBinaryReconnectsAndStopsOnSIGTERM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(logData), "reconnecting")
 	assert.Contains(t, string(logData), "nri-cni stopped")
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // loopback, test
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

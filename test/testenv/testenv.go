@@ -64,6 +64,8 @@ type Call struct {
 	IfName      string `json:"ifname"`
 	Args        string `json:"args"`
 	Network     string `json:"network"`
+	// RuntimeConfig is the capability args the plugin received.
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
 
 // ReadCalls reads a cni-recorder record file; a missing file is no calls.

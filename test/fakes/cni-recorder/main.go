@@ -33,6 +33,8 @@ type Conf struct {
 	Garbage    bool   `json:"garbage"` // print non-JSON on ADD
 	Crash      bool   `json:"crash"`   // die on ADD without a word (exit 2)
 	IP         string `json:"ip"`      // address to return when first in chain
+	// RuntimeConfig is what libcni injected for the declared capabilities.
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
 
 // Call is one recorded invocation.
@@ -44,6 +46,8 @@ type Call struct {
 	Args        string `json:"args"`
 	Network     string `json:"network"`
 	Time        string `json:"time"`
+	// RuntimeConfig as received (capability args).
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
 
 func main() {
@@ -116,7 +120,7 @@ func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
 	}
 	line, err := json.Marshal(Call{
 		Cmd: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
-		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano),
+		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano), RuntimeConfig: conf.RuntimeConfig,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,107 @@
+package hook
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/nri-cni/nri-cni/cni"
+)
+
+// Pod annotations nri-cni reads.
+const (
+	AnnotationNetworks         = "nri-cni.io/networks"
+	AnnotationMAC              = "nri-cni.io/mac"
+	AnnotationIPs              = "nri-cni.io/ips"
+	AnnotationPortMappings     = "nri-cni.io/port-mappings"
+	AnnotationIngressBandwidth = "kubernetes.io/ingress-bandwidth"
+	AnnotationEgressBandwidth  = "kubernetes.io/egress-bandwidth"
+)
+
+// ErrBadAnnotation wraps every annotation error; the message names the
+// annotation and the bad part.
+var ErrBadAnnotation = errors.New("invalid annotation")
+
+// attachment is one network to attach, with its interface name.
+type attachment struct {
+	net    *cni.Network
+	ifname string
+}
+
+// ifnameRe: what the kernel accepts, minus '/', ':' and whitespace.
+var ifnameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+
+// plan decides what the sandbox gets. skip (non-empty) says why it gets
+// nothing: its namespace is filtered out, or it opted out.
+func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
+	if !m.cfg.Namespaces.Allows(sb.Pod.Namespace) {
+		return nil, fmt.Sprintf("namespace %q is filtered out (config namespaces)", sb.Pod.Namespace), nil
+	}
+	value, annotated := sb.Annotations[AnnotationNetworks]
+	if !m.cfg.PodSelection || !annotated {
+		nets, err := m.engine.Select(m.cfg.Networks)
+		if err != nil {
+			return nil, "", err
+		}
+		for i, n := range nets {
+			plan = append(plan, attachment{net: n, ifname: m.cfg.Ifname(i)})
+		}
+		return plan, "", nil
+	}
+	if strings.TrimSpace(value) == "" {
+		return nil, fmt.Sprintf("opted out (empty %s annotation)", AnnotationNetworks), nil
+	}
+	return m.parseSelection(value)
+}
+
+// parseSelection parses "net-a, net-b@eth5": networks by CNI config name
+// (loaded from confDir only), optional interface names; the others get
+// <ifnamePrefix><n>, skipping names already taken.
+func (m *Manager) parseSelection(value string) ([]attachment, string, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s=%q: %s", ErrBadAnnotation, AnnotationNetworks, value, fmt.Sprintf(format, args...))
+	}
+	loaded := map[string]*cni.Network{}
+	for _, n := range m.engine.Networks() {
+		loaded[n.Name] = n
+	}
+	var plan []attachment
+	taken := map[string]bool{}
+	for i, part := range strings.Split(value, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, "", bad("entry %d is empty", i+1)
+		}
+		name, ifname, explicit := strings.Cut(part, "@")
+		n, ok := loaded[name]
+		if !ok {
+			return nil, "", bad("entry %d: unknown network %q (not a valid config in %s)", i+1, name, m.cfg.ConfDir)
+		}
+		if explicit {
+			if !ifnameRe.MatchString(ifname) || ifname == "lo" || ifname == "eth0" {
+				return nil, "", bad("entry %d: %q is not a usable interface name", i+1, ifname)
+			}
+			if taken[ifname] {
+				return nil, "", bad("entry %d: interface %q used twice", i+1, ifname)
+			}
+			taken[ifname] = true
+		}
+		plan = append(plan, attachment{net: n, ifname: ifname})
+	}
+	next := 0
+	for i := range plan {
+		if plan[i].ifname != "" {
+			continue
+		}
+		for {
+			name := m.cfg.Ifname(next)
+			next++
+			if !taken[name] {
+				plan[i].ifname, taken[name] = name, true
+				break
+			}
+		}
+	}
+	return plan, "", nil
+}

@@ -1,0 +1,131 @@
+package hook
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/config"
+)
+
+func annotated(id string, ann map[string]string) Sandbox {
+	sb := pod(id, 42)
+	sb.Annotations = ann
+	return sb
+}
+
+func TestPodSelection(t *testing.T) {
+	tests := []struct {
+		name    string
+		ann     map[string]string
+		want    []string // "ADD net ifname"
+		wantErr string
+	}{
+		{"no annotation: defaults", nil, []string{"ADD alpha net1"}, ""},
+		{"pick two with an ifname", map[string]string{AnnotationNetworks: " beta, gamma@eth5 "}, []string{"ADD beta net1", "ADD gamma eth5"}, ""},
+		{"auto names skip taken ones", map[string]string{AnnotationNetworks: "alpha@net1, beta"}, []string{"ADD alpha net1", "ADD beta net2"}, ""},
+		{"empty value opts out", map[string]string{AnnotationNetworks: "  "}, nil, ""},
+		{"unknown network", map[string]string{AnnotationNetworks: "alpha, delta"}, nil, `entry 2: unknown network "delta"`},
+		{"duplicate ifname", map[string]string{AnnotationNetworks: "alpha@x1, beta@x1"}, nil, `interface "x1" used twice`},
+		{"empty entry", map[string]string{AnnotationNetworks: "alpha,,beta"}, nil, "entry 2 is empty"},
+		{"eth0 is the runtime's", map[string]string{AnnotationNetworks: "alpha@eth0"}, nil, `"eth0" is not a usable interface name`},
+		{"bad ifname", map[string]string{AnnotationNetworks: "alpha@this-name-is-too-long"}, nil, "not a usable interface name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []string{"alpha", "beta", "gamma"}, nil)
+			f.mgr.cfg.Networks = []string{"alpha"}
+			f.mgr.cfg.PodSelection = true
+			_, err := f.mgr.Attach(context.Background(), annotated("sb1", tc.ann))
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, ErrBadAnnotation)
+				assert.Contains(t, err.Error(), AnnotationNetworks)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Contains(t, err.Error(), "ns1/pod-sb1")
+				assert.Empty(t, f.calls())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, f.cmds())
+		})
+	}
+}
+
+func TestAnnotationIgnoredWithoutPodSelection(t *testing.T) {
+	f := newFixture(t, []string{"alpha", "beta"}, nil)
+	f.mgr.cfg.Networks = []string{"alpha"}
+	_, err := f.mgr.Attach(context.Background(), annotated("sb1", map[string]string{AnnotationNetworks: "beta"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ADD alpha net1"}, f.cmds())
+}
+
+func TestNamespaceFilter(t *testing.T) {
+	f := newFixture(t, []string{"alpha"}, nil)
+	f.mgr.cfg.Namespaces = config.NamespaceFilter{Include: []string{"ns1", "kube-system"}, Exclude: []string{"kube-system"}}
+	for _, tc := range []struct {
+		ns   string
+		adds int
+	}{{"ns1", 1}, {"kube-system", 0}, {"other", 0}} {
+		sb := pod("sb-"+tc.ns, 42)
+		sb.Pod.Namespace = tc.ns
+		rec, err := f.mgr.Attach(context.Background(), sb)
+		require.NoError(t, err)
+		assert.Equal(t, tc.adds == 0, rec == nil, tc.ns)
+	}
+	assert.Equal(t, []string{"ADD alpha net1"}, f.cmds())
+}
+
+func TestCapabilityArgsReachDeclaringPluginsOnly(t *testing.T) {
+	f := newFixture(t, []string{"alpha", "beta"}, map[string]map[string]any{
+		"alpha": {"capabilities": map[string]bool{"mac": true, "bandwidth": true, "ips": true, "portMappings": true}},
+	})
+	ann := map[string]string{
+		AnnotationMAC: "02:42:ac:11:00:02", AnnotationIPs: "10.9.8.7/24",
+		AnnotationIngressBandwidth: "10M", AnnotationEgressBandwidth: "1Gi",
+		AnnotationPortMappings: `[{"hostPort": 8080, "containerPort": 80}]`,
+	}
+	_, err := f.mgr.Attach(context.Background(), annotated("sb1", ann))
+	require.NoError(t, err)
+	calls := f.calls()
+	require.Len(t, calls, 2)
+	var rc struct {
+		Mac       string           `json:"mac"`
+		IPs       []string         `json:"ips"`
+		Bandwidth map[string]int64 `json:"bandwidth"`
+		Ports     []map[string]any `json:"portMappings"`
+	}
+	require.NoError(t, json.Unmarshal(calls[0].RuntimeConfig, &rc))
+	assert.Equal(t, "02:42:ac:11:00:02", rc.Mac)
+	assert.Equal(t, []string{"10.9.8.7/24"}, rc.IPs)
+	assert.Equal(t, int64(10_000_000), rc.Bandwidth["ingressRate"])
+	assert.Equal(t, int64(1<<30), rc.Bandwidth["egressRate"])
+	assert.Equal(t, "tcp", rc.Ports[0]["protocol"])
+	assert.Empty(t, calls[1].RuntimeConfig, "beta declares no capabilities")
+
+	// DEL gets the ADD's capability args (from libcni's cache).
+	require.NoError(t, f.mgr.Detach(context.Background(), pod("sb1", 0), true))
+	dels := f.calls()[2:]
+	require.Len(t, dels, 2)
+	assert.Contains(t, string(dels[1].RuntimeConfig), "02:42:ac:11:00:02")
+}
+
+func TestBadCapabilityAnnotations(t *testing.T) {
+	for key, value := range map[string]string{
+		AnnotationMAC:              "01:00:5e:00:00:01",
+		AnnotationIPs:              "10.1.2.3",
+		AnnotationIngressBandwidth: "fast",
+		AnnotationEgressBandwidth:  "10",
+		AnnotationPortMappings:     `[{"hostPort": 0, "containerPort": 80}]`,
+	} {
+		t.Run(key, func(t *testing.T) {
+			f := newFixture(t, []string{"alpha"}, nil)
+			_, err := f.mgr.Attach(context.Background(), annotated("sb1", map[string]string{key: value}))
+			require.ErrorIs(t, err, ErrBadAnnotation)
+			assert.Contains(t, err.Error(), key)
+			assert.Empty(t, f.calls())
+		})
+	}
+}

@@ -1,0 +1,100 @@
+// Package metrics exposes nri-cni's Prometheus metrics and health endpoint
+// on a registry of its own (no process-global state).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are nri-cni's metrics.
+type Metrics struct {
+	reg       *prometheus.Registry
+	ops       *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	connected prometheus.Gauge
+	isUp      atomic.Bool
+}
+
+// New registers the metrics; attachments reports the current number of
+// attached networks (read at scrape time).
+func New(attachments func() float64) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nri_cni_operations_total",
+			Help: "CNI operations run by nri-cni, by operation (add, del), network and result (ok, error).",
+		}, []string{"op", "network", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nri_cni_operation_duration_seconds",
+			Help:    "Duration of CNI operations, by operation and network.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 1.5, 2, 5},
+		}, []string{"op", "network"}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nri_cni_runtime_connected",
+			Help: "1 while nri-cni is connected to the runtime's NRI socket.",
+		}),
+	}
+	m.reg.MustRegister(m.ops, m.duration, m.connected,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nri_cni_attachments",
+			Help: "Networks currently attached (from nri-cni's records).",
+		}, attachments),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Op records one CNI operation.
+func (m *Metrics) Op(op, network, result string, d time.Duration) {
+	m.ops.WithLabelValues(op, network, result).Inc()
+	m.duration.WithLabelValues(op, network).Observe(d.Seconds())
+}
+
+// SetConnected records the runtime connection state.
+func (m *Metrics) SetConnected(up bool) {
+	m.isUp.Store(up)
+	if up {
+		m.connected.Set(1)
+	} else {
+		m.connected.Set(0)
+	}
+}
+
+// Handler serves /metrics and /healthz (200 while connected, else 503).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.isUp.Load() {
+			http.Error(w, "not connected to the runtime", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Serve listens on addr until ctx ends. The listener is bound before Serve
+// returns its first error, so a bad address fails at start.
+func Serve(ctx context.Context, addr string, m *Metrics) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener closed under us; nothing to report to
+		}
+	}()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	return func() { _ = srv.Close() }, nil
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, _ := io.ReadAll(rec.Body)
+	return rec.Code, string(body)
+}
+
+func TestMetricsAndHealth(t *testing.T) {
+	m := New(func() float64 { return 3 })
+	h := m.Handler()
+	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("healthz before connecting = %d, want 503", code)
+	}
+	m.SetConnected(true)
+	if code, _ := get(t, h, "/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz when connected = %d, want 200", code)
+	}
+	m.Op("add", "sec", "ok", 20*time.Millisecond)
+	m.Op("add", "sec", "error", time.Second)
+	_, body := get(t, h, "/metrics")
+	for _, want := range []string{
+		`nri_cni_operations_total{network="sec",op="add",result="ok"} 1`,
+		`nri_cni_operations_total{network="sec",op="add",result="error"} 1`,
+		`nri_cni_operation_duration_seconds_count{network="sec",op="add"} 2`,
+		`nri_cni_attachments 3`,
+		`nri_cni_runtime_connected 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	m.SetConnected(false)
+	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("healthz after disconnect = %d, want 503", code)
+	}
+}
