@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools lint test test-unit test-integration e2e demo soak clean
+.PHONY: help build tools lint test test-unit test-integration e2e demo soak bench clean
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,5 +41,11 @@ demo: tools ## The main job in one command (root): containerd + nri-cni, two pod
 soak: tools ## 500 pod cycles vs real containerd with nri-cni killed 20x and containerd restarted 2x; checks leaks (root).
 	$(GO) run ./test/soak $(SOAK_ARGS)
 
+bench: tools ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, scale, hook. Table + bin/bench.json.
+	$(GO) test -run xxx -bench . -benchtime 300x ./state/
+	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
+
 clean: ## Remove build output.
 	rm -rf bin
+
+-include deploy.mk

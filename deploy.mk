@@ -1,0 +1,55 @@
+# Packaging and installation targets; included by the main Makefile
+# (`-include deploy.mk`), which defines `build`, BIN and VERSION.
+# Install locations (DESTDIR stages the whole tree, e.g. for packaging or tests):
+DESTDIR         ?=
+BIN             ?= bin/nri-cni
+PLUGIN_DIR      ?= /opt/nri/plugins
+PLUGIN_CONF_DIR ?= /etc/nri/conf.d
+PLUGIN_IDX      ?= 10
+CONF_DIR        ?= /etc/nri-cni
+BINDIR          ?= /usr/local/bin
+HOOKS_DIR       ?= /usr/share/containers/oci/hooks.d
+IMAGE           ?= localhost/nri-cni:dev
+IMAGE_TAR       ?= bin/nri-cni-image.tar
+IMAGE_VERSION   ?= $(or $(VERSION),dev)
+
+PLUGIN_BIN  = $(DESTDIR)$(PLUGIN_DIR)/$(PLUGIN_IDX)-nri-cni
+PLUGIN_CONF = $(DESTDIR)$(PLUGIN_CONF_DIR)/$(PLUGIN_IDX)-nri-cni.conf
+HOOK_BIN    = $(DESTDIR)$(BINDIR)/nri-cni
+HOOK_CONF   = $(DESTDIR)$(CONF_DIR)/nri.conf
+HOOK_JSON   = $(DESTDIR)$(HOOKS_DIR)/nri-cni.json
+
+.PHONY: image install uninstall install-hook uninstall-hook
+
+# Installing into the real filesystem needs root; a DESTDIR does not.
+define deploy_require_root
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" != 0 ]; then \
+		echo "run as root (or set DESTDIR=/some/staging/dir)" >&2; exit 1; fi
+endef
+
+image: ## Container image as a docker-archive tar (bin/nri-cni-image.tar, localhost/nri-cni:dev) for kind/ctr.
+	go run ./test/tools/image -out $(IMAGE_TAR) -tag $(IMAGE) -version $(IMAGE_VERSION) -bin $(BIN)
+
+install: build ## Install as containerd's pre-launched NRI plugin (root; restart containerd after).
+	$(deploy_require_root)
+	install -D -m 0755 $(BIN) $(PLUGIN_BIN)
+	@if [ -e "$(PLUGIN_CONF)" ]; then echo "kept existing $(PLUGIN_CONF)"; \
+		else install -D -m 0644 nri.conf "$(PLUGIN_CONF)" && echo "installed $(PLUGIN_CONF)"; fi
+	@echo "note: restart containerd (systemctl restart containerd) so it launches $(PLUGIN_DIR)/$(PLUGIN_IDX)-nri-cni"
+
+uninstall: ## Remove the pre-launched plugin and its config (keeps state and network dirs).
+	$(deploy_require_root)
+	rm -f $(PLUGIN_BIN) $(PLUGIN_CONF)
+	@echo "note: left $(CONF_DIR), /var/lib/nri-cni and /var/lib/cni in place; restart containerd to stop the running plugin"
+
+install-hook: build ## Install the OCI hook: binary, /etc/nri-cni/nri.conf (if absent), hooks.d entry (root).
+	$(deploy_require_root)
+	install -D -m 0755 $(BIN) $(HOOK_BIN)
+	@if [ -e "$(HOOK_CONF)" ]; then echo "kept existing $(HOOK_CONF)"; \
+		else install -D -m 0644 nri.conf "$(HOOK_CONF)" && echo "installed $(HOOK_CONF)"; fi
+	install -D -m 0644 hooks.d/nri-cni.json $(HOOK_JSON)
+
+uninstall-hook: ## Remove the OCI hook's binary and hooks.d entry (keeps config and state).
+	$(deploy_require_root)
+	rm -f $(HOOK_BIN) $(HOOK_JSON)
+	@echo "note: left $(CONF_DIR), /var/lib/nri-cni and /var/lib/cni in place; run 'nri-cni gc' first if containers were killed"

@@ -1,0 +1,234 @@
+package deploy
+
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/test/tools/image/build"
+)
+
+func loadBase(t *testing.T) *Base {
+	t.Helper()
+	b, err := LoadBase(RepoRoot())
+	require.NoError(t, err)
+	return b
+}
+
+// runFlags mirrors `nri-cni run`'s flags; parsing the DaemonSet's args with
+// it fails on any flag the binary does not have.
+func runFlags(args []string) (map[string]string, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	vals := map[string]*string{}
+	for _, n := range []string{"config", "socket", "name", "idx", "metrics-addr"} {
+		vals[n] = fs.String(n, "", "")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, &unexpectedArgs{fs.Args()}
+	}
+	out := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { out[f.Name] = *vals[f.Name] })
+	return out, nil
+}
+
+type unexpectedArgs struct{ args []string }
+
+func (e *unexpectedArgs) Error() string { return "unexpected arguments " + strings.Join(e.args, " ") }
+
+func TestKustomizationListsExactlyTheFiles(t *testing.T) {
+	b := loadBase(t)
+	k := b.Kustomization
+	assert.Equal(t, "kube-system", k.Namespace)
+	labels := map[string]string{}
+	for kk, v := range k.CommonLabels {
+		labels[kk] = v
+	}
+	for _, l := range k.Labels {
+		for kk, v := range l.Pairs {
+			labels[kk] = v
+		}
+	}
+	assert.Equal(t, "nri-cni", labels["app.kubernetes.io/name"])
+
+	entries, err := os.ReadDir(b.Dir)
+	require.NoError(t, err)
+	var files []string
+	for _, e := range entries {
+		if e.Name() != "kustomization.yaml" {
+			files = append(files, e.Name())
+		}
+	}
+	res := append([]string(nil), k.Resources...)
+	sort.Strings(res)
+	assert.Equal(t, files, res, "resources = the other files in deploy/base")
+}
+
+func TestDaemonSetShape(t *testing.T) {
+	b := loadBase(t)
+	ds := b.DaemonSet
+	assert.Equal(t, "apps/v1", ds.APIVersion)
+	assert.Equal(t, "DaemonSet", ds.Kind)
+	assert.Equal(t, "nri-cni", ds.Name)
+	assert.Equal(t, "kube-system", ds.Namespace)
+	spec := ds.Spec.Template.Spec
+	assert.True(t, spec.HostNetwork, "hostNetwork")
+	assert.True(t, spec.HostPID, "hostPID: nri-cni reads /proc/<pid>/ns/net of sandboxes")
+	assert.Equal(t, "system-node-critical", spec.PriorityClassName)
+	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, spec.Tolerations)
+	assert.Equal(t, "RollingUpdate", string(ds.Spec.UpdateStrategy.Type))
+	assert.Equal(t, ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels, "selector matches the template")
+
+	for _, name := range []string{ContainerName, InitContainerName} {
+		c := b.Container(name)
+		require.NotNil(t, c, "container %s", name)
+		assert.Equal(t, build.DefaultTag, c.Image, "%s: the image make image builds", name)
+		assert.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy, name)
+		require.NotNil(t, c.SecurityContext, name)
+		require.NotNil(t, c.SecurityContext.Privileged, name)
+		assert.True(t, *c.SecurityContext.Privileged, name)
+		assert.Empty(t, c.Command, "%s: the image's entrypoint (nri-cni) runs", name)
+	}
+	c := b.Container(ContainerName)
+	assert.Equal(t, "10m", c.Resources.Requests.Cpu().String())
+	assert.Equal(t, "32Mi", c.Resources.Requests.Memory().String())
+	assert.Equal(t, "128Mi", c.Resources.Limits.Memory().String())
+	assert.True(t, c.Resources.Limits.Cpu().IsZero(), "no CPU limit: throttling would stall pod creation")
+
+	p := c.LivenessProbe
+	require.NotNil(t, p)
+	require.NotNil(t, p.Exec)
+	assert.Equal(t, build.BinaryPath, p.Exec.Command[0], "the image's binary")
+	assert.Equal(t, "healthz", p.Exec.Command[1])
+	assert.Positive(t, p.InitialDelaySeconds)
+	slack := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second
+	assert.GreaterOrEqual(t, slack, 30*time.Second,
+		"the probe fails while containerd restarts; period x failureThreshold must allow for that")
+	assert.Less(t, time.Duration(p.TimeoutSeconds)*time.Second, time.Duration(p.PeriodSeconds)*time.Second)
+}
+
+func TestDaemonSetArgsAreRunFlags(t *testing.T) {
+	b := loadBase(t)
+	c := b.Container(ContainerName)
+	require.NotEmpty(t, c.Args)
+	require.Equal(t, "run", c.Args[0])
+	flags, err := runFlags(c.Args[1:])
+	require.NoError(t, err, "args %q use only flags of nri-cni run", c.Args)
+	assert.Equal(t, []string{"run", "--config", "/etc/nri-cni/nri.conf", "--socket", "/var/run/nri/nri.sock",
+		"--metrics-addr", "127.0.0.1:9734"}, c.Args)
+
+	host, _, err := net.SplitHostPort(flags["metrics-addr"])
+	require.NoError(t, err)
+	assert.True(t, net.ParseIP(host).IsLoopback(), "metrics stay on the node's loopback (hostNetwork)")
+	probe := c.LivenessProbe.Exec.Command
+	assert.Equal(t, []string{build.BinaryPath, "healthz", "--addr", flags["metrics-addr"]}, probe,
+		"the probe asks the address the plugin serves")
+}
+
+func TestInitContainerInstallsWhatTheNetworksUse(t *testing.T) {
+	b := loadBase(t)
+	ic := b.Container(InitContainerName)
+	require.Equal(t, []corev1.Container{*ic}, b.DaemonSet.Spec.Template.Spec.InitContainers)
+	require.GreaterOrEqual(t, len(ic.Args), 6)
+	assert.Equal(t, []string{"install-plugins", "--from", build.PluginDir, "--to", "/host/opt/cni/bin"}, ic.Args[:5])
+	names := ic.Args[5:]
+	assert.Equal(t, build.Plugins, names, "installs exactly what the image ships")
+
+	// --to is the same node directory the plugin's binDirs mount shows.
+	toMount := MountFor(ic, ic.Args[4])
+	require.NotNil(t, toMount)
+	assert.False(t, toMount.ReadOnly)
+	cfg := parseNriConf(t, b)
+	main := b.Container(ContainerName)
+	binMount := MountFor(main, cfg.BinDirs[0])
+	require.NotNil(t, binMount)
+	assert.Equal(t, binMount.Name, toMount.Name)
+	assert.Equal(t, b.Volume(binMount.Name).HostPath.Path, cfg.BinDirs[0], "binDirs[0] is the node's dir itself")
+
+	for _, key := range b.NetworkKeys() {
+		n, err := cni.Parse([]byte(b.ConfigMap.Data[key]))
+		require.NoError(t, err, key)
+		for _, p := range n.List.Plugins {
+			assert.Contains(t, names, p.Network.Type, "%s: plugin installed", key)
+			if p.Network.IPAM.Type != "" {
+				assert.Contains(t, names, p.Network.IPAM.Type, "%s: IPAM plugin installed", key)
+			}
+		}
+	}
+}
+
+func parseNriConf(t *testing.T, b *Base) config.Config {
+	t.Helper()
+	data, ok := b.ConfigMap.Data[ConfigKey]
+	require.True(t, ok, "ConfigMap key %s", ConfigKey)
+	cfg, err := config.Parse([]byte(data))
+	require.NoError(t, err)
+	return cfg
+}
+
+func TestConfigMapNriConf(t *testing.T) {
+	b := loadBase(t)
+	assert.Equal(t, "v1", b.ConfigMap.APIVersion)
+	assert.Equal(t, "ConfigMap", b.ConfigMap.Kind)
+	assert.Equal(t, "kube-system", b.ConfigMap.Namespace)
+	cfg := parseNriConf(t, b)
+	assert.Equal(t, "/etc/nri-cni/net.d", cfg.ConfDir)
+	assert.Equal(t, []string{"/opt/cni/bin"}, cfg.BinDirs)
+	assert.Equal(t, "/var/lib/nri-cni", cfg.StateDir)
+	assert.Equal(t, "/var/lib/cni", cfg.CacheDir)
+	assert.True(t, cfg.PodSelection, "podSelection")
+	assert.Contains(t, cfg.Namespaces.Exclude, "kube-system")
+	assert.False(t, cfg.Namespaces.Allows("kube-system"), "kube-system excluded")
+	assert.True(t, cfg.Namespaces.Allows("default"))
+	assert.Equal(t, "info", cfg.LogLevel)
+	assert.Equal(t, config.FailurePolicyFail, cfg.FailurePolicy)
+	assert.Empty(t, cfg.LogFile, "logs go to stderr (kubectl logs)")
+}
+
+func TestConfigMapNetwork(t *testing.T) {
+	b := loadBase(t)
+	keys := b.NetworkKeys()
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		assert.Contains(t, cni.Extensions, filepath.Ext(k), "%s: an extension nri-cni loads", k)
+		_, err := cni.Parse([]byte(b.ConfigMap.Data[k]))
+		require.NoError(t, err, k)
+	}
+	var conf struct {
+		CNIVersion string           `json:"cniVersion"`
+		Name       string           `json:"name"`
+		Plugins    []map[string]any `json:"plugins"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(b.ConfigMap.Data["10-secondary.conflist"]), &conf))
+	assert.Equal(t, "1.0.0", conf.CNIVersion)
+	assert.Equal(t, "secondary", conf.Name)
+	require.Len(t, conf.Plugins, 3)
+	br := conf.Plugins[0]
+	assert.Equal(t, "bridge", br["type"])
+	assert.Equal(t, "nri-cni0", br["bridge"])
+	assert.Equal(t, false, br["isGateway"])
+	assert.Equal(t, false, br["ipMasq"])
+	ipam, _ := json.Marshal(br["ipam"])
+	assert.Contains(t, string(ipam), `"type":"host-local"`)
+	assert.Contains(t, string(ipam), `"subnet":"10.250.0.0/16"`)
+	assert.Equal(t, "tuning", conf.Plugins[1]["type"])
+	assert.Equal(t, map[string]any{"mac": true}, conf.Plugins[1]["capabilities"])
+	assert.Equal(t, "bandwidth", conf.Plugins[2]["type"])
+	assert.Equal(t, map[string]any{"bandwidth": true}, conf.Plugins[2]["capabilities"])
+}
