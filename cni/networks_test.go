@@ -181,3 +181,15 @@ func TestLoadDirValidAndDuplicate(t *testing.T) {
 		t.Errorf("skipped[1] = %q, want it to name %s and the unsupported version", msg, old)
 	}
 }
+
+func TestLoadDirWithoutValidation(t *testing.T) {
+	dir := t.TempDir()
+	conf := `{"cniVersion":"1.0.0","name":"n1","plugins":[{"type":"no-such-plugin"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "10.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nets, skipped, err := cni.LoadDir(context.Background(), nil, dir)
+	if err != nil || len(skipped) != 0 || len(nets) != 1 || nets[0].Name != "n1" {
+		t.Fatalf("LoadDir(nil validator) = %v, %v, %v; want n1 loaded unvalidated", nets, skipped, err)
+	}
+}

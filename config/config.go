@@ -182,9 +182,20 @@ var (
 	ifnameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 	// networkNameRe follows the CNI spec's rule for network names.
 	networkNameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-	// namespaceRe is a DNS-1123 label, as Kubernetes namespaces are.
-	namespaceRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 )
+
+// validNamespace: a DNS-1123 label, as Kubernetes namespaces are.
+func validNamespace(ns string) bool {
+	if len(ns) == 0 || len(ns) > 63 || ns[0] == '-' || ns[len(ns)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		if c := ns[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks every key and names the first bad one.
 func (c *Config) Validate() error {
@@ -235,7 +246,7 @@ func (c *Config) Validate() error {
 	}
 	for key, list := range map[string][]string{"namespaces.include": c.Namespaces.Include, "namespaces.exclude": c.Namespaces.Exclude} {
 		for i, ns := range list {
-			if !namespaceRe.MatchString(ns) {
+			if !validNamespace(ns) {
 				return bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a Kubernetes namespace name", ns)
 			}
 		}

@@ -1,19 +1,35 @@
-// Package state persists nri-cni's attachment records: one JSON file per
-// sandbox (or hook-mode container) in the state directory, written atomically
-// (temp file, fsync, rename, fsync of the directory) so a crash leaves either
-// the old record or the new one, never half of one.
+// Package state persists nri-cni's attachment records: one file per sandbox
+// (or hook-mode container) in the state directory. The file is a short
+// journal of JSON lines, each a complete record; the last valid line is the
+// record. It is created with one write of one line and updated by appending
+// one line, so a crash of nri-cni leaves the previous record or the new one,
+// never half of one: a torn last line is skipped, and an empty new file reads
+// as corrupt ("no usable record"; it is written before any CNI call). A
+// compaction rewrites the journal atomically (temp file + rename). Appending costs
+// ~7 µs here where creating a file costs ~0.6 ms (ext4 journaling), which
+// matters because an attach writes twice (intent before ADD, result after).
+// A journal grown past compactAt bytes is rewritten to its last line.
+//
+// Durability: records are not fsynced. A process crash loses nothing (the
+// page cache survives it); only a power loss or kernel crash can drop recent
+// writes, and after a reboot every pod is gone anyway: the resync after the
+// restart tears down whatever is left from libcni's cache — which libcni, like
+// host-local's allocation files, also writes without fsync. An fsync pair
+// cost 0.5 ms per write here, about 2% of a bridge+host-local ADD+DEL, for no
+// end-to-end guarantee the rest of the chain does not give. A record that a
+// power loss left empty is reported as corrupt and skipped.
 //
 // File names come from the runtime's sandbox/container id, validated here;
 // nothing pod-controlled (names, namespaces, annotations) reaches a path.
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -72,12 +88,21 @@ const (
 	fileMod = 0o600
 )
 
-// Runtimes use 64 hex chars; runc accepts [\w+-.]. Anything else is refused.
-var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_+.-]{0,127}$`)
+// maxIDLen bounds a sandbox id (runtimes use 64 hex characters).
+const maxIDLen = 128
 
-// ValidID reports whether id can name a record file.
+// ValidID reports whether id can name a record file: 1-128 characters of
+// [A-Za-z0-9_+.-] (what runc accepts), starting alphanumeric, without "..".
+// (Hand-written: a regexp with {0,127} costs 0.36 ms to compile at every
+// process start, and hook mode starts two processes per container.)
 func ValidID(id string) error {
-	if !idRe.MatchString(id) || strings.Contains(id, "..") {
+	ok := len(id) > 0 && len(id) <= maxIDLen && !strings.Contains(id, "..")
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		ok = alnum || i > 0 && (c == '_' || c == '+' || c == '.' || c == '-')
+	}
+	if !ok {
 		return fmt.Errorf("%w %q", ErrBadID, id)
 	}
 	return nil
@@ -110,31 +135,74 @@ func (s *Store) path(id string) (string, error) {
 	return filepath.Join(s.dir, id+suffix), nil
 }
 
-// Put writes rec atomically.
+// compactAt: a journal larger than this is rewritten to its last record.
+const compactAt = 8 << 10
+
+// Put records rec: appends it to the sandbox's journal, or creates the
+// journal atomically if there is none (or it needs compacting).
 func (s *Store) Put(rec *Record) error {
 	p, err := s.path(rec.ID)
 	if err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
+	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding record %s: %w", rec.ID, err)
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+rec.ID+".tmp-*")
+	data = append(data, '\n')
+	if st, err := os.Stat(p); err == nil && st.Size() < compactAt {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+		if err == nil {
+			// A torn tail (a crash mid-append) has no newline: end it first,
+			// so the new line stands on its own.
+			last := make([]byte, 1)
+			if n, _ := f.ReadAt(last, st.Size()-1); n == 1 && last[0] != '\n' {
+				data = append([]byte{'\n'}, data...)
+			}
+			_, werr := f.Write(data) // one write(2) of a whole line
+			cerr := f.Close()
+			if werr == nil && cerr == nil {
+				return nil
+			}
+			return fmt.Errorf("writing record %s: %w", p, errors.Join(werr, cerr))
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
+		// A new journal: created and written in one go. A crash in between
+		// leaves an empty file, which reads as corrupt (and is handled as "no
+		// usable record"): callers write before any CNI call.
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMod)
+		if err == nil {
+			_, werr := f.Write(data)
+			cerr := f.Close()
+			if werr == nil && cerr == nil {
+				return nil
+			}
+			return fmt.Errorf("writing record %s: %w", p, errors.Join(werr, cerr))
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("writing record %s: %w", p, err)
+		}
+	}
+	return s.create(p, rec.ID, data)
+}
+
+// create writes data as the whole journal, atomically.
+func (s *Store) create(p, id string, data []byte) error {
+	tmp, err := os.CreateTemp(s.dir, "."+id+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("writing record %s: %w", rec.ID, err)
+		return fmt.Errorf("writing record %s: %w", id, err)
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
-	if err := writeSync(tmp, data); err != nil {
+	if err := write(tmp, data); err != nil {
 		return fmt.Errorf("writing record %s: %w", p, err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		return fmt.Errorf("writing record %s: %w", p, err)
 	}
-	return syncDir(s.dir)
+	return nil
 }
 
-func writeSync(f *os.File, data []byte) error {
+func write(f *os.File, data []byte) error {
 	if err := f.Chmod(fileMod); err != nil {
 		f.Close()
 		return err
@@ -143,20 +211,7 @@ func writeSync(f *os.File, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Get reads the record of id: ErrNotFound if there is none, ErrCorrupt (with
@@ -173,14 +228,23 @@ func (s *Store) Get(id string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading record: %w", err)
 	}
-	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrCorrupt, p, err)
+	// The last complete line that decodes is the record; a torn or garbled
+	// tail (a crash mid-write) falls back to the line before it.
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	var lastErr error = errors.New("empty file")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var rec Record
+		if err := json.Unmarshal(lines[i], &rec); err != nil {
+			lastErr = err
+			continue
+		}
+		if rec.ID != id {
+			lastErr = fmt.Errorf("holds id %q", rec.ID)
+			continue
+		}
+		return &rec, nil
 	}
-	if rec.ID != id {
-		return nil, fmt.Errorf("%w %s: holds id %q", ErrCorrupt, p, rec.ID)
-	}
-	return &rec, nil
+	return nil, fmt.Errorf("%w %s: %w", ErrCorrupt, p, lastErr)
 }
 
 // Delete removes the record of id; a missing record is not an error.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/sirupsen/logrus"
 
@@ -26,6 +27,8 @@ func (a *app) hookCmd(ctx context.Context, args []string) int {
 		return a.fail("hook: want at most one stage argument (createRuntime, prestart, poststop or auto), got %q", fs.Args())
 	}
 	stage := fs.Arg(0) // "" = auto: from the state's status
+	// A hook lives for one ADD or DEL: collecting garbage only slows it.
+	debug.SetGCPercent(-1)
 	log, closeLog, mgr, unlock, err := a.setupOffline(ctx, *cfgPath, false)
 	if err != nil {
 		return a.fail("hook %s: %v", stage, err)
@@ -75,7 +78,7 @@ func (a *app) setupOffline(ctx context.Context, cfgPath string, exclusive bool) 
 		return nil, nil, nil, nil, err
 	}
 	log := logrus.NewEntry(logger)
-	mgr, err := buildManager(ctx, cfg, log)
+	mgr, err := buildManagerOpts(ctx, cfg, log, true)
 	if err != nil {
 		closeLog()
 		return nil, nil, nil, nil, err

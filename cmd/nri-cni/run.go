@@ -145,6 +145,12 @@ func openLog(path string) (*os.File, error) {
 // buildManager opens the state dir, records the host netns and loads the CNI
 // configs. Invalid config files are skipped with a warning naming each.
 func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*hook.Manager, error) {
+	return buildManagerOpts(ctx, cfg, log, false)
+}
+
+// buildManagerOpts: noValidate skips the per-plugin VERSION execs (one-shot
+// commands).
+func buildManagerOpts(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool) (*hook.Manager, error) {
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -153,7 +159,7 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*h
 	if err != nil {
 		return nil, err
 	}
-	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir})
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate})
 	skipped, err := engine.Reload(ctx)
 	if err != nil {
 		return nil, err

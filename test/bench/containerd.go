@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nri-cni/nri-cni/test/harness"
+)
+
+// benchContainerd: 3. n pods created, stopped and removed through CRI with
+// nri-cni attaching one bridge network vs containerd alone, same containerd,
+// alternating batches.
+func benchContainerd(ctx context.Context, e *env, rep *report, n int) error {
+	dir := filepath.Join(e.dir, "ctd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	pauseTar := filepath.Join(e.dir, "pause.tar")
+	if err := harness.BuildPauseImageTar(ctx, e.dir, pauseTar); err != nil {
+		return err
+	}
+	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{Dir: dir, Tools: e.tools})
+	if err != nil {
+		return err
+	}
+	defer ctd.Close(context.Background())
+	if err := harness.ImportImage(ctx, filepath.Join(e.tools.ContainerdDir, "ctr"), ctd.Address, pauseTar); err != nil {
+		return err
+	}
+	pdir := filepath.Join(e.dir, "ctd-plugin")
+	sec := harness.NewSecondary(pdir)
+	defer sec.DeleteBridge()
+	cfg, err := harness.NewPluginConfig(pdir, e.tools, sec)
+	if err != nil {
+		return err
+	}
+	cfg.LogLevel = "warn"
+	cfgPath := filepath.Join(pdir, "nri.conf")
+	if err := cfg.Write(cfgPath); err != nil {
+		return err
+	}
+	cri, err := harness.DialCRI(ctx, ctd.Address)
+	if err != nil {
+		return err
+	}
+	defer cri.Close()
+
+	type phase struct{ run, stop, remove []time.Duration }
+	var with, without phase
+	var wallWith, wallWithout time.Duration
+	const batch, inFlight = 10, 2
+	for b := 0; b*batch < 2*n; b++ {
+		withPlugin := b%2 == 1
+		var plugin *harness.Plugin
+		if withPlugin {
+			if plugin, err = harness.StartPlugin(ctx, ctd, e.bin, cfgPath, cfg); err != nil {
+				return err
+			}
+		}
+		var mu sync.Mutex
+		ph := &without
+		if withPlugin {
+			ph = &with
+		}
+		errs := make(chan error, batch)
+		work := make(chan int)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := 0; w < inFlight; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					r, s, rm, err := podCycle(ctx, cri, fmt.Sprintf("b%02d-%02d", b, i))
+					if err != nil {
+						errs <- err
+						continue
+					}
+					mu.Lock()
+					ph.run, ph.stop, ph.remove = append(ph.run, r), append(ph.stop, s), append(ph.remove, rm)
+					mu.Unlock()
+				}
+			}()
+		}
+		for i := 0; i < batch; i++ {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		if withPlugin {
+			wallWith += time.Since(start)
+			if err := plugin.Stop(); err != nil {
+				return err
+			}
+		} else {
+			wallWithout += time.Since(start)
+		}
+		close(errs)
+		for err := range errs {
+			return err
+		}
+	}
+	if len(sec.IPFiles()) != 0 {
+		return fmt.Errorf("secondary IPs leaked: %v", sec.IPFiles())
+	}
+	s := "3 containerd"
+	for _, p := range []struct {
+		name string
+		a, b []time.Duration
+	}{{"RunPodSandbox", without.run, with.run}, {"StopPodSandbox", without.stop, with.stop}, {"RemovePodSandbox", without.remove, with.remove}} {
+		rep.add(Row{Section: s, Metric: p.name + " p50 / p95 alone", Value: pct(p.a, 50), Unit: "ms", Note: fmt.Sprintf("p95 %.1f ms", pct(p.a, 95))})
+		rep.add(Row{Section: s, Metric: p.name + " p50 / p95 with nri-cni", Value: pct(p.b, 50), Unit: "ms", Note: fmt.Sprintf("p95 %.1f ms", pct(p.b, 95))})
+	}
+	rep.add(Row{Section: s, Metric: fmt.Sprintf("wall time, %d pods alone", len(without.run)), Value: wallWithout.Seconds(), Unit: "s"})
+	rep.add(Row{Section: s, Metric: fmt.Sprintf("wall time, %d pods with nri-cni", len(with.run)), Value: wallWith.Seconds(), Unit: "s"})
+	rep.check(s, "wall-time ratio", wallWith.Seconds()/wallWithout.Seconds(), "x", 1.25, "<= 1.25x")
+	return nil
+}
+
+func podCycle(ctx context.Context, cri *harness.CRI, name string) (run, stop, remove time.Duration, err error) {
+	t0 := time.Now()
+	id, err := cri.RunPod(ctx, harness.PodSpec{Name: name, Namespace: "bench", UID: harness.RandomName("uid-")})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	t1 := time.Now()
+	if err := cri.StopPod(ctx, id); err != nil {
+		return 0, 0, 0, err
+	}
+	t2 := time.Now()
+	if err := cri.RemovePod(ctx, id); err != nil {
+		return 0, 0, 0, err
+	}
+	return t1.Sub(t0), t2.Sub(t1), time.Since(t2), nil
+}
