@@ -307,3 +307,22 @@ func timed(log *logrus.Entry, what string, op func() error) error {
 	log.Debug(what + " done")
 	return nil
 }
+
+// Build wires a Manager from a config: the state dir, the host-netns
+// resolver and the CNI engine with the configs loaded (validated against the
+// plugin binaries unless noValidate). skipped names each invalid config file.
+func Build(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool) (mgr *Manager, skipped []error, err error) {
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	resolver, err := netns.NewResolver()
+	if err != nil {
+		return nil, nil, err
+	}
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate})
+	if skipped, err = engine.Reload(ctx); err != nil {
+		return nil, nil, err
+	}
+	return NewManager(cfg, engine, resolver, store, log), skipped, nil
+}

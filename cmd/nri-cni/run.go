@@ -10,11 +10,9 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/metrics"
-	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -151,33 +149,23 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*h
 // buildManagerOpts: noValidate skips the per-plugin VERSION execs (one-shot
 // commands).
 func buildManagerOpts(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool) (*hook.Manager, error) {
-	store, err := state.Open(cfg.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	resolver, err := netns.NewResolver()
-	if err != nil {
-		return nil, err
-	}
-	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate})
-	skipped, err := engine.Reload(ctx)
+	mgr, skipped, err := hook.Build(ctx, cfg, log, noValidate)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range skipped {
 		log.WithError(e).Warn("skipping invalid CNI config")
 	}
-	nets := engine.Networks()
-	names := make([]string, 0, len(nets))
-	for _, n := range nets {
+	names := []string{}
+	for _, n := range mgr.Engine().Networks() {
 		names = append(names, n.Name)
 	}
-	if _, err := engine.Select(cfg.Networks); err != nil {
+	if _, err := mgr.Engine().Select(cfg.Networks); err != nil {
 		// Not fatal: configs may appear later; pods fail with this error meanwhile.
 		log.WithError(err).Warn("the configured networks are not available yet")
 	}
 	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
-	return hook.NewManager(cfg, engine, resolver, store, log), nil
+	return mgr, nil
 }
 
 // attachedNetworks counts the networks attached according to the records.

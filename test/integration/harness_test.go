@@ -21,7 +21,6 @@ import (
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
-	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
@@ -227,18 +226,14 @@ func (e *env) startRuntime() {
 
 func (e *env) startPlugin() {
 	t := e.t
-	store, err := state.Open(e.cfg.StateDir)
-	require.NoError(t, err)
-	resolver, err := netns.NewResolver()
-	require.NoError(t, err)
-	engine := cni.New(cni.Options{ConfDir: e.cfg.ConfDir, BinDirs: e.cfg.BinDirs, CacheDir: e.cfg.CacheDir})
-	skipped, err := engine.Reload(context.Background())
-	require.NoError(t, err)
-	require.Empty(t, skipped)
 	logger := logrus.New()
 	logger.SetLevel(logrus.DebugLevel)
 	log := logrus.NewEntry(logger).WithField("test", t.Name())
-	e.mgr = hook.NewManager(e.cfg, engine, resolver, store, log)
+	var skipped []error
+	var err error
+	e.mgr, skipped, err = hook.Build(context.Background(), e.cfg, log, false)
+	require.NoError(t, err)
+	require.Empty(t, skipped)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

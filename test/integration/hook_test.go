@@ -81,9 +81,12 @@ func (e *hookEnv) runcCmd(id string, args ...string) *exec.Cmd {
 func (e *hookEnv) assertNoLeaks() {
 	e.t.Helper()
 	assert.Empty(e.t, e.net.IPFiles(), "IP files")
-	ports, err := harness.BridgePorts(e.net.Bridge)
-	require.NoError(e.t, err)
-	assert.Zero(e.t, ports, "veths")
+	// After poststop's empty-netns DEL, the host-side veth goes when the
+	// kernel finishes destroying the dead container's netns (asynchronously).
+	testenv.Eventually(e.t, 5*time.Second, "the veth to go with the container's netns", func() bool {
+		ports, err := harness.BridgePorts(e.net.Bridge)
+		return err == nil && ports == 0
+	})
 	assert.Empty(e.t, e.cfg.CacheFiles(), "cache entries")
 	assert.Empty(e.t, e.cfg.StateFiles(), "records")
 }
