@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,9 +42,10 @@ type Containerd struct {
 	PrimarySubnet  string
 	PrimaryIPAMDir string
 
-	tools Tools
-	cmd   *exec.Cmd
-	done  chan struct{}
+	tools   Tools
+	cmd     *exec.Cmd
+	done    chan struct{}
+	started time.Time
 }
 
 // RandomName returns prefix + 8 random hex characters.
@@ -91,6 +93,7 @@ func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error)
 	if err := os.WriteFile(filepath.Join(o.Dir, "config.toml"), []byte(c.config(o)), 0o644); err != nil {
 		return nil, err
 	}
+	c.started = time.Now()
 	if err := c.start(ctx); err != nil {
 		return nil, err
 	}
@@ -241,6 +244,30 @@ func (c *Containerd) killLeftovers() {
 	}
 	for _, pid := range c.shimPids() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	c.removeStaleShimSockets()
+}
+
+// removeStaleShimSockets removes shim sockets under /run/containerd/s that
+// appeared while this containerd ran and that nothing listens on any more
+// (a shim that died during a containerd restart leaves one). A live shim of
+// another containerd accepts the connection and is left alone.
+func (c *Containerd) removeStaleShimSockets() {
+	entries, _ := os.ReadDir("/run/containerd/s")
+	for _, e := range entries {
+		p := filepath.Join("/run/containerd/s", e.Name())
+		info, err := e.Info()
+		if err != nil || info.Mode()&os.ModeSocket == 0 || info.ModTime().Before(c.started) {
+			continue
+		}
+		conn, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(p)
+		}
 	}
 }
 
