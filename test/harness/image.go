@@ -1,22 +1,15 @@
 package harness
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/nri-cni/nri-cni/test/tools/image/build"
 )
 
 // PauseImage is the reference under which the offline pause image is
@@ -45,29 +38,16 @@ func BuildPauseImageTar(ctx context.Context, workDir, outTar string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./%s: %w\n%s", pauseSrcDir, err, out)
 	}
-	data, err := os.ReadFile(bin)
+	img, err := build.Scratch([]build.File{{Path: "/pause", Source: bin}}, runtime.GOARCH, func(c *v1.Config) {
+		c.Entrypoint = []string{"/pause"}
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("pause image: %w", err)
 	}
-	img, err := newPauseImage(data)
-	if err != nil {
-		return err
-	}
-	tag, err := name.NewTag(PauseImage)
-	if err != nil {
-		return err
-	}
-	// Write next to the target and rename, so a half-written tar is never
+	// Written next to the target and renamed, so a half-written tar is never
 	// mistaken for a fresh cache entry.
-	if err := os.MkdirAll(filepath.Dir(outTar), 0o755); err != nil {
-		return err
-	}
-	tmp := outTar + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write image tar: %w", err)
-	}
-	return os.Rename(tmp, outTar)
+	_, err = build.WriteArchive(img, PauseImage, outTar)
+	return err
 }
 
 // pauseTarFresh reports whether target exists and is newer than source.
@@ -81,54 +61,6 @@ func pauseTarFresh(target, source string) bool {
 		return false
 	}
 	return t.ModTime().After(s.ModTime())
-}
-
-// newPauseImage assembles an image whose only layer holds /pause.
-func newPauseImage(bin []byte) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     "pause",
-		Mode:     0o755,
-		Size:     int64(len(bin)),
-		Uid:      0,
-		Gid:      0,
-		ModTime:  time.Unix(0, 0),
-		Format:   tar.FormatPAX,
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layerBytes := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pause layer: %w", err)
-	}
-
-	cfg, err := empty.Image.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS = "linux"
-	cfg.Architecture = runtime.GOARCH
-	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cfg.Config.Entrypoint = []string{"/pause"}
-	cfg.Config.User = "0:0"
-	img, err := mutate.ConfigFile(empty.Image, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.AppendLayers(img, layer)
 }
 
 // ImportImage imports an image tar into containerd's k8s.io namespace (the

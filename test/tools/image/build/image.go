@@ -37,6 +37,23 @@ var epoch = time.Unix(0, 0).UTC()
 // NewImage returns a one-layer scratch image holding files (mode 0755,
 // owned by root, parent directories 0755) with nri-cni as its entrypoint.
 func NewImage(files []File, c ImageConfig) (v1.Image, error) {
+	return Scratch(files, c.Arch, func(cfg *v1.Config) {
+		cfg.Entrypoint = []string{BinaryPath}
+		cfg.Cmd = append([]string(nil), DefaultCmd...)
+		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cfg.Labels = map[string]string{
+			"org.opencontainers.image.title":       "nri-cni",
+			"org.opencontainers.image.description": "Binds CNI networks to pod sandboxes as an NRI plugin",
+			"org.opencontainers.image.source":      Source,
+			"org.opencontainers.image.version":     c.Version,
+		}
+	})
+}
+
+// Scratch returns a reproducible one-layer linux image of files (mode 0755,
+// owned by root, every timestamp the epoch) running as root; edit sets the
+// rest of its config (entrypoint, labels…).
+func Scratch(files []File, arch string, edit func(*v1.Config)) (v1.Image, error) {
 	layerBytes, err := layerTar(files)
 	if err != nil {
 		return nil, err
@@ -53,17 +70,11 @@ func NewImage(files []File, c ImageConfig) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS = "linux"
-	cfg.Architecture = c.Arch
+	cfg.Architecture = arch
 	cfg.Created = v1.Time{Time: epoch}
-	cfg.Config.Entrypoint = []string{BinaryPath}
-	cfg.Config.Cmd = append([]string(nil), DefaultCmd...)
-	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	cfg.Config.User = "0:0"
-	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":       "nri-cni",
-		"org.opencontainers.image.description": "Binds CNI networks to pod sandboxes as an NRI plugin",
-		"org.opencontainers.image.source":      Source,
-		"org.opencontainers.image.version":     c.Version,
+	if edit != nil {
+		edit(&cfg.Config)
 	}
 	img, err := mutate.ConfigFile(empty.Image, cfg)
 	if err != nil {
