@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -68,6 +69,8 @@ type Manager struct {
 	onNetns func(path string)
 	// obs, if set, is told about every CNI operation (metrics).
 	obs Observer
+	// autoIfname matches the interface names nri-cni assigns itself.
+	autoIfname *regexp.Regexp
 }
 
 // Observer is told about every CNI operation.
@@ -102,7 +105,8 @@ func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *
 		l.SetOutput(discard{})
 		log = logrus.NewEntry(l)
 	}
-	return &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks()}
+	return &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks(),
+		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$")}
 }
 
 type discard struct{}

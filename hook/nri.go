@@ -7,7 +7,6 @@ package hook
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -181,9 +180,4 @@ func sandboxOf(pod *api.PodSandbox) (Sandbox, string) {
 		Pinned:      netnsPath,
 		Annotations: pod.GetAnnotations(),
 	}, netnsPath
-}
-
-// String helps logs and errors.
-func (p *Plugin) String() string {
-	return fmt.Sprintf("nri-cni plugin (configured=%t)", p.Manager() != nil)
 }

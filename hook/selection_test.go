@@ -129,3 +129,16 @@ func TestBadCapabilityAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// A pod that chose its own interface name (podSelection) and whose record
+// is lost must still be torn down from libcni's cache.
+func TestNoRecordTeardownFindsCustomIfnames(t *testing.T) {
+	f := newFixture(t, []string{"alpha"}, nil)
+	f.mgr.cfg.PodSelection = true
+	_, err := f.mgr.Attach(context.Background(), annotated("sb1", map[string]string{AnnotationNetworks: "alpha@eth5"}))
+	require.NoError(t, err)
+	require.NoError(t, f.mgr.Store().Delete("sb1"))
+	require.NoError(t, f.mgr.Detach(context.Background(), pod("sb1", 0), true))
+	assert.Equal(t, []string{"ADD alpha eth5", "DEL alpha eth5"}, f.cmds())
+	assert.Equal(t, 0, f.cached("sb1"))
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -155,14 +154,23 @@ func (m *Manager) delCached(ctx context.Context, log *logrus.Entry, id, nsPath s
 	return errors.Join(errs...)
 }
 
-// oursFilter returns a test for whether a cached attachment is nri-cni's: a
-// loaded network and an interface named <ifnamePrefix><n>. libcni's cache is
-// shared with the runtime's own CNI (eth0), which must never be touched.
+// oursFilter returns a test for whether a cached attachment is nri-cni's:
+// a network loaded from confDir, on an interface nri-cni could have named —
+// <ifnamePrefix><n>, or with podSelection any name a pod may choose (never
+// eth0 or lo). libcni's cache is shared with the runtime's own CNI (eth0),
+// which must never be touched.
 func (m *Manager) oursFilter() func(network, ifname string) bool {
 	nets := map[string]bool{}
 	for _, n := range m.engine.Networks() {
 		nets[n.Name] = true
 	}
-	ifRe := regexp.MustCompile("^" + regexp.QuoteMeta(m.cfg.IfnamePrefix) + "[0-9]+$")
-	return func(network, ifname string) bool { return nets[network] && ifRe.MatchString(ifname) }
+	return func(network, ifname string) bool {
+		if !nets[network] {
+			return false
+		}
+		if m.cfg.PodSelection {
+			return ifname != "eth0" && ifname != "lo"
+		}
+		return m.autoIfname.MatchString(ifname)
+	}
 }
