@@ -9,6 +9,7 @@ PLUGIN_IDX      ?= 10
 CONF_DIR        ?= /etc/nri-cni
 BINDIR          ?= /usr/local/bin
 HOOKS_DIR       ?= /usr/share/containers/oci/hooks.d
+SYSTEMD_DIR     ?= /etc/systemd/system
 IMAGE           ?= localhost/nri-cni:dev
 IMAGE_TAR       ?= bin/nri-cni-image.tar
 IMAGE_VERSION   ?= $(or $(VERSION),dev)
@@ -18,8 +19,9 @@ PLUGIN_CONF = $(DESTDIR)$(PLUGIN_CONF_DIR)/$(PLUGIN_IDX)-nri-cni.conf
 HOOK_BIN    = $(DESTDIR)$(BINDIR)/nri-cni
 HOOK_CONF   = $(DESTDIR)$(CONF_DIR)/nri.conf
 HOOK_JSON   = $(DESTDIR)$(HOOKS_DIR)/nri-cni.json
+SERVICE     = $(DESTDIR)$(SYSTEMD_DIR)/nri-cni.service
 
-.PHONY: image install uninstall install-hook uninstall-hook
+.PHONY: image install uninstall install-hook uninstall-hook install-service uninstall-service
 
 # Installing into the real filesystem needs root; a DESTDIR does not.
 define deploy_require_root
@@ -53,3 +55,26 @@ uninstall-hook: ## Remove the OCI hook's binary and hooks.d entry (keeps config 
 	$(deploy_require_root)
 	rm -f $(HOOK_BIN) $(HOOK_JSON)
 	@echo "note: left $(CONF_DIR), /var/lib/nri-cni and /var/lib/cni in place; run 'nri-cni gc' first if containers were killed"
+
+install-service: build ## Install the external plugin as a systemd service: binary, /etc/nri-cni/nri.conf (if absent), unit (root).
+	$(deploy_require_root)
+	install -D -m 0755 $(BIN) $(HOOK_BIN)
+	@if [ -e "$(HOOK_CONF)" ]; then echo "kept existing $(HOOK_CONF)"; \
+		else install -D -m 0644 nri.conf "$(HOOK_CONF)" && echo "installed $(HOOK_CONF)"; fi
+	@# The unit names the binary and config by their installed paths.
+	mkdir -p $(dir $(SERVICE))
+	sed -e 's|/usr/local/bin/nri-cni|$(BINDIR)/nri-cni|g' -e 's|/etc/nri-cni/nri.conf|$(CONF_DIR)/nri.conf|g' \
+		deploy/systemd/nri-cni.service > $(SERVICE).tmp
+	chmod 0644 $(SERVICE).tmp && mv -f $(SERVICE).tmp $(SERVICE)
+	@if [ -z "$(DESTDIR)" ]; then echo "note: run 'systemctl daemon-reload && systemctl enable --now nri-cni' to start it"; \
+		else echo "staged $(SERVICE)"; fi
+
+uninstall-service: ## Stop and remove the systemd service (keeps config and state; keeps the binary if the OCI hook uses it).
+	$(deploy_require_root)
+	@if [ -z "$(DESTDIR)" ] && [ -e "$(SERVICE)" ] && command -v systemctl >/dev/null; then \
+		systemctl disable --now nri-cni.service || true; fi
+	rm -f $(SERVICE)
+	@if [ -e "$(HOOK_JSON)" ]; then echo "kept $(HOOK_BIN): the OCI hook ($(HOOK_JSON)) uses it"; \
+		else rm -f $(HOOK_BIN); fi
+	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null; then systemctl daemon-reload || true; fi
+	@echo "note: left $(CONF_DIR), /var/lib/nri-cni and /var/lib/cni in place"

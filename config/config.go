@@ -79,6 +79,11 @@ type Config struct {
 	PodSelection bool `json:"podSelection"`
 	// Namespaces limits which pods' namespaces get networks.
 	Namespaces NamespaceFilter `json:"namespaces"`
+	// PodCapabilities lists the CNI capabilities pods may ask for with
+	// annotations (CapabilityBandwidth, CapabilityMAC, CapabilityIPs,
+	// CapabilityPortMappings). A pod that sets the annotation of a capability
+	// not listed fails. Default: bandwidth only.
+	PodCapabilities []string `json:"podCapabilities"`
 	// Hook configures OCI hook mode.
 	Hook HookConfig `json:"hook"`
 }
@@ -135,16 +140,17 @@ func DefaultHookConfig() HookConfig {
 // Default returns the configuration used when no file sets a key.
 func Default() Config {
 	return Config{
-		ConfDir:       DefaultConfDir,
-		BinDirs:       []string{DefaultBinDir},
-		CacheDir:      DefaultCacheDir,
-		StateDir:      DefaultStateDir,
-		IfnamePrefix:  DefaultIfnamePrefix,
-		CNITimeout:    Duration(DefaultCNITimeout),
-		LogLevel:      DefaultLogLevel,
-		FailurePolicy: FailurePolicyFail,
-		SyncAttach:    true,
-		Hook:          DefaultHookConfig(),
+		ConfDir:         DefaultConfDir,
+		BinDirs:         []string{DefaultBinDir},
+		CacheDir:        DefaultCacheDir,
+		StateDir:        DefaultStateDir,
+		IfnamePrefix:    DefaultIfnamePrefix,
+		CNITimeout:      Duration(DefaultCNITimeout),
+		LogLevel:        DefaultLogLevel,
+		FailurePolicy:   FailurePolicyFail,
+		SyncAttach:      true,
+		PodCapabilities: DefaultPodCapabilities(),
+		Hook:            DefaultHookConfig(),
 	}
 }
 
@@ -168,6 +174,9 @@ func Load(path string) (Config, error) {
 // Empty input yields the defaults.
 func Parse(data []byte) (Config, error) {
 	cfg := Default()
+	if err := checkKeys(data, &cfg); err != nil {
+		return Config{}, err
+	}
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, keyed(err))
 	}
@@ -250,6 +259,9 @@ func (c *Config) Validate() error {
 				return bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a Kubernetes namespace name", ns)
 			}
 		}
+	}
+	if err := validatePodCapabilities(c.PodCapabilities); err != nil {
+		return err
 	}
 	for key, list := range map[string][]string{
 		"hook.podNameAnnotations": c.Hook.PodNameAnnotations, "hook.podNamespaceAnnotations": c.Hook.PodNamespaceAnnotations,

@@ -61,6 +61,7 @@ func TestParseYAMLAndJSON(t *testing.T) {
 		Hook:         config.DefaultHookConfig(),
 	}
 	want.FailurePolicy, want.SyncAttach = "ignore", false
+	want.PodCapabilities = []string{"mac", "portMappings"}
 	want.Hook.PodNameAnnotations = []string{"example.com/pod"}
 	inputs := map[string]string{
 		"yaml": `
@@ -77,6 +78,7 @@ logLevel: debug
 logFile: /var/log/x.log
 failurePolicy: ignore
 syncAttach: false
+podCapabilities: [mac, portMappings]
 hook:
   podNameAnnotations: [example.com/pod]
 `,
@@ -84,7 +86,7 @@ hook:
  "cacheDir": "/var/lib/x-cache", "stateDir": "/var/lib/x-state",
  "networks": ["net-a", "b.2"], "ifnamePrefix": "eth_", "cniTimeout": "2.5s",
  "logLevel": "debug", "logFile": "/var/log/x.log",
- "failurePolicy": "ignore", "syncAttach": false,
+ "failurePolicy": "ignore", "syncAttach": false, "podCapabilities": ["mac", "portMappings"],
  "hook": {"podNameAnnotations": ["example.com/pod"]}}`,
 	}
 	for name, in := range inputs {

@@ -3,12 +3,15 @@ package hook
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-cni/nri-cni/config"
 )
 
 // Bandwidth limits Kubernetes accepts for the bandwidth annotations.
@@ -17,9 +20,74 @@ const (
 	maxBandwidth = 1e15 // 1 Pbit/s
 )
 
-// capabilityArgs builds the CNI runtimeConfig from the pod's annotations.
-// libcni hands each key only to plugins that declare the capability.
-func capabilityArgs(ann map[string]string) (map[string]any, error) {
+// ErrCapabilityNotAllowed: a pod set a capability annotation whose
+// capability podCapabilities does not list. Wrapped by *CapabilityError.
+var ErrCapabilityNotAllowed = errors.New("capability not allowed by podCapabilities")
+
+// CapabilityError names the annotation, the capability it needs and what
+// the config allows.
+type CapabilityError struct {
+	Annotation string
+	Capability string
+	Allowed    []string
+}
+
+func (e *CapabilityError) Error() string {
+	return fmt.Sprintf("annotation %s needs capability %q, which %s in nri.conf does not allow (allowed: %v)",
+		e.Annotation, e.Capability, config.PodCapabilitiesKey, e.Allowed)
+}
+
+// Unwrap makes errors.Is(err, ErrCapabilityNotAllowed) hold.
+func (e *CapabilityError) Unwrap() error { return ErrCapabilityNotAllowed }
+
+// capabilityAnnotation maps an annotation to the capability it asks for.
+type capabilityAnnotation struct{ annotation, capability string }
+
+// capabilityAnnotations lists every capability annotation, in the order
+// they are checked.
+func capabilityAnnotations() []capabilityAnnotation {
+	return []capabilityAnnotation{
+		{AnnotationIngressBandwidth, config.CapabilityBandwidth},
+		{AnnotationEgressBandwidth, config.CapabilityBandwidth},
+		{AnnotationMAC, config.CapabilityMAC},
+		{AnnotationIPs, config.CapabilityIPs},
+		{AnnotationPortMappings, config.CapabilityPortMappings},
+	}
+}
+
+// podCapabilities is the validated podCapabilities of the config, built
+// once per Manager.
+type podCapabilities struct {
+	list    []string // as configured, for messages
+	allowed map[string]bool
+}
+
+func newPodCapabilities(list []string) podCapabilities {
+	pc := podCapabilities{list: append([]string{}, list...), allowed: map[string]bool{}}
+	for _, c := range list {
+		pc.allowed[c] = true
+	}
+	return pc
+}
+
+// check fails on the first capability annotation the config does not allow.
+func (pc podCapabilities) check(ann map[string]string) error {
+	for _, ca := range capabilityAnnotations() {
+		if _, set := ann[ca.annotation]; set && !pc.allowed[ca.capability] {
+			return &CapabilityError{Annotation: ca.annotation, Capability: ca.capability, Allowed: pc.list}
+		}
+	}
+	return nil
+}
+
+// capabilityArgs builds the CNI runtimeConfig from the pod's annotations,
+// after checking each one's capability is allowed (nothing is parsed for a
+// pod that asks for more than it may). libcni hands each key only to
+// plugins that declare the capability.
+func capabilityArgs(ann map[string]string, pc podCapabilities) (map[string]any, error) {
+	if err := pc.check(ann); err != nil {
+		return nil, err
+	}
 	caps := map[string]any{}
 	bad := func(key, value string, err error) error {
 		return fmt.Errorf("%w %s=%q: %w", ErrBadAnnotation, key, value, err)

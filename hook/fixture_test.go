@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,6 +24,7 @@ type fakeNetns struct {
 	mu         sync.Mutex
 	resolveErr error
 	live       map[string]netns.ID
+	deadPids   map[uint32]bool
 }
 
 func (f *fakeNetns) Resolve(pid uint32, pinned string) (netns.Netns, error) {
@@ -41,6 +43,18 @@ func (f *fakeNetns) Resolve(pid uint32, pinned string) (netns.Netns, error) {
 	}
 	f.live[p] = id
 	return netns.Netns{Path: p, ID: id}, nil
+}
+
+// ResolveRunning: the pid must be > 0 and its (fake) netns the pinned one,
+// which must be live; pids in dead are gone.
+func (f *fakeNetns) ResolveRunning(pid uint32, pinned string) (netns.Netns, error) {
+	f.mu.Lock()
+	dead := f.deadPids[pid]
+	f.mu.Unlock()
+	if pid == 0 || dead {
+		return netns.Netns{}, fmt.Errorf("pid %d: %w", pid, netns.ErrNoNetns)
+	}
+	return f.Check(pinned)
 }
 
 func (f *fakeNetns) Check(path string) (netns.Netns, error) {
@@ -84,7 +98,7 @@ func recorderNet(name, record string, extra map[string]any) map[string]any {
 func newFixture(t *testing.T, nets []string, extras map[string]map[string]any) *fixture {
 	t.Helper()
 	root := t.TempDir()
-	f := &fixture{t: t, ns: &fakeNetns{live: map[string]netns.ID{}}, confDir: filepath.Join(root, "net.d"),
+	f := &fixture{t: t, ns: &fakeNetns{live: map[string]netns.ID{}, deadPids: map[uint32]bool{}}, confDir: filepath.Join(root, "net.d"),
 		record: filepath.Join(root, "calls.jsonl"), cacheDir: filepath.Join(root, "cache")}
 	require.NoError(t, os.MkdirAll(f.confDir, 0o755))
 	for i, n := range nets {
@@ -109,6 +123,17 @@ func (f *fixture) cmds() []string {
 	var out []string
 	for _, c := range f.calls() {
 		out = append(out, c.Cmd+" "+c.Network+" "+c.IfName)
+	}
+	return out
+}
+
+// attachCmds is cmds without the GC calls a resync makes.
+func (f *fixture) attachCmds() []string {
+	var out []string
+	for _, c := range f.cmds() {
+		if !strings.HasPrefix(c, "GC ") {
+			out = append(out, c)
+		}
 	}
 	return out
 }

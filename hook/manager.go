@@ -36,6 +36,7 @@ const DefaultMargin = 250 * time.Millisecond
 // NetnsResolver resolves and checks network namespaces (netns.Resolver).
 type NetnsResolver interface {
 	Resolve(pid uint32, pinned string) (netns.Netns, error)
+	ResolveRunning(pid uint32, pinned string) (netns.Netns, error)
 	Check(path string) (netns.Netns, error)
 }
 
@@ -64,6 +65,8 @@ type Manager struct {
 	// exclusive for GC, so GC never overlaps an ADD or DEL.
 	gcMu  sync.RWMutex
 	locks *keyedLocks
+	// retries are the teardowns that failed, retried with backoff.
+	retries retries
 
 	// onNetns, if set, learns each recorded netns path (the netns watcher).
 	onNetns func(path string)
@@ -71,6 +74,9 @@ type Manager struct {
 	obs Observer
 	// autoIfname matches the interface names nri-cni assigns itself.
 	autoIfname *regexp.Regexp
+	// podCaps: the capability annotations pods may use (cfg.PodCapabilities,
+	// computed once).
+	podCaps podCapabilities
 }
 
 // Observer is told about every CNI operation.
@@ -106,7 +112,8 @@ func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *
 		log = logrus.NewEntry(l)
 	}
 	return &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks(),
-		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$")}
+		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$"),
+		podCaps:    newPodCapabilities(cfg.PodCapabilities)}
 }
 
 type discard struct{}
@@ -177,6 +184,12 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 	}
 
 	ns, err := m.ns.Resolve(sb.Pid, sb.Pinned)
+	if errors.Is(err, netns.ErrHostNetwork) {
+		// Pinned path and pid agree: the sandbox runs in the host's
+		// namespace by design (CRI-O pins one for hostNetwork pods).
+		log.WithError(err).Debug("host-network sandbox: skipped")
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: network namespace: %w", podRef(sb), err)
 	}
@@ -192,7 +205,9 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 		log.WithField("reason", skip).Info("no networks for this sandbox")
 		return nil, nil
 	}
-	caps, err := capabilityArgs(sb.Annotations)
+	// Before the intent record: a pod asking for a capability the admin did
+	// not grant gets nothing attached.
+	caps, err := capabilityArgs(sb.Annotations, m.podCaps)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}

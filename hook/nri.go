@@ -7,6 +7,7 @@ package hook
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ type Plugin struct {
 	log       *logrus.Entry
 	configure ConfigureFunc
 
-	mu  sync.RWMutex // guards mgr
-	mgr *Manager
+	mu      sync.RWMutex // guards mgr and runtime
+	mgr     *Manager
+	runtime string // the runtime's name, from Configure
 
 	// OnConnection, if set, learns when the runtime connection is up
 	// (configured) or gone. Set it before running the plugin.
@@ -58,6 +60,9 @@ func (p *Plugin) Manager() *Manager {
 // event the plugin implements.
 func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
 	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version})
+	p.mu.Lock()
+	p.runtime = runtime
+	p.mu.Unlock()
 	if p.configure == nil {
 		if config != "" {
 			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
@@ -94,14 +99,25 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 		sb, _ := sandboxOf(pod)
 		live = append(live, sb)
 	}
-	attach := mgr.Config().SyncAttach
-	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": attach}).Info("synchronizing with the runtime")
+	p.mu.RLock()
+	opts := SyncOptions{AttachMissing: mgr.Config().SyncAttach, PidlessPods: pidlessRuntime(p.runtime)}
+	p.mu.RUnlock()
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": opts.AttachMissing}).Info("synchronizing with the runtime")
 	go func() {
 		start := time.Now()
-		res := mgr.Sync(context.WithoutCancel(ctx), live, attach)
+		res := mgr.Sync(context.WithoutCancel(ctx), live, opts)
 		logSync(p.log, res, time.Since(start))
 	}()
 	return nil, nil
+}
+
+// pidlessRuntime reports whether the runtime hands NRI Pid 0 for pods it is
+// running: CRI-O does for every pod whose infra container it dropped (the
+// kubelet's default). containerd always reports the pause pid of a running
+// sandbox.
+func pidlessRuntime(name string) bool {
+	n := strings.ToLower(name)
+	return n == "cri-o" || n == "crio"
 }
 
 // RunPodSandbox attaches the configured networks. An error fails the pod,
@@ -136,6 +152,11 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 
 // StopPodSandbox DELs the pod's networks while its netns still exists
 // (containerd), or with an empty netns (CRI-O removed it already).
+//
+// Stop and Remove never fail the runtime's request: CRI-O hands a Stop error
+// back to the kubelet, which retries Stop and cannot delete the pod while a
+// DEL keeps failing (containerd only logs it). A failed teardown is logged,
+// its record kept, and it is retried in the background with backoff.
 func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	return p.detach(ctx, pod, false, "StopPodSandbox")
 }
@@ -151,7 +172,16 @@ func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, ev
 		return errNotConfigured
 	}
 	sb, _ := sandboxOf(pod)
-	return timed(p.podLog(pod).WithField("event", event), "detach", func() error { return mgr.Detach(ctx, sb, final) })
+	log := p.podLog(pod).WithField("event", event)
+	start := time.Now()
+	err := mgr.Detach(ctx, sb, final)
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		log.WithError(err).Error("teardown failed: the record is kept and the teardown retried in the background; the pod's deletion goes on")
+		return nil
+	}
+	log.Debug("detach done")
+	return nil
 }
 
 func (p *Plugin) podLog(pod *api.PodSandbox) *logrus.Entry {

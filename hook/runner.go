@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/stub"
+	"github.com/containerd/ttrpc"
 	"github.com/sirupsen/logrus"
 )
 
@@ -32,7 +33,12 @@ func RunExternal(ctx context.Context, p *Plugin, socket, name, idx string, log *
 		if time.Since(start) > stableAfter {
 			backoff = minBackoff
 		}
-		log.WithError(err).WithField("retry_in", backoff).Warn("NRI connection ended, reconnecting")
+		l := log.WithError(err).WithField("retry_in", backoff)
+		if ClosedByRuntime(err) {
+			l.Info("the runtime closed the NRI connection (restart or shutdown); reconnecting")
+		} else {
+			l.Warn("NRI connection ended, reconnecting")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -55,6 +61,12 @@ func RunPrelaunched(ctx context.Context, p *Plugin) error {
 }
 
 var errConnClosed = errors.New("connection to the runtime closed")
+
+// ClosedByRuntime reports whether err only says the runtime closed the
+// connection: what a runtime shutdown or restart looks like, not a failure.
+func ClosedByRuntime(err error) bool {
+	return errors.Is(err, errConnClosed) || errors.Is(err, ttrpc.ErrServerClosed) || errors.Is(err, ttrpc.ErrClosed)
+}
 
 func runOnce(ctx context.Context, p *Plugin, opts ...stub.Option) error {
 	st, err := stub.New(p, opts...)

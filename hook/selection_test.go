@@ -82,6 +82,7 @@ func TestCapabilityArgsReachDeclaringPluginsOnly(t *testing.T) {
 	f := newFixture(t, []string{"alpha", "beta"}, map[string]map[string]any{
 		"alpha": {"capabilities": map[string]bool{"mac": true, "bandwidth": true, "ips": true, "portMappings": true}},
 	})
+	f.allowCapabilities(config.KnownCapabilities()...)
 	ann := map[string]string{
 		AnnotationMAC: "02:42:ac:11:00:02", AnnotationIPs: "10.9.8.7/24",
 		AnnotationIngressBandwidth: "10M", AnnotationEgressBandwidth: "1Gi",
@@ -122,6 +123,7 @@ func TestBadCapabilityAnnotations(t *testing.T) {
 	} {
 		t.Run(key, func(t *testing.T) {
 			f := newFixture(t, []string{"alpha"}, nil)
+			f.allowCapabilities(config.KnownCapabilities()...)
 			_, err := f.mgr.Attach(context.Background(), annotated("sb1", map[string]string{key: value}))
 			require.ErrorIs(t, err, ErrBadAnnotation)
 			assert.Contains(t, err.Error(), key)

@@ -2,6 +2,7 @@ package hook
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
@@ -36,7 +38,7 @@ func TestSyncReconcilesWithTheRuntime(t *testing.T) {
 
 	live := []Sandbox{pinnedPod("kept", "/pinned/kept"), pinnedPod("stopped", "/pinned/stopped"),
 		pinnedPod("torn", "/pinned/torn"), pinnedPod("new", "/pinned/new"), pod("hostnet", 0)}
-	res := f.mgr.Sync(ctx, live, true)
+	res := f.mgr.Sync(ctx, live, SyncOptions{AttachMissing: true, PidlessPods: true})
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.Attached, "the missed pod")
 	assert.Equal(t, 2, res.Kept, "kept and torn (its netns lives; Remove will drop it)")
@@ -55,10 +57,62 @@ func TestSyncReconcilesWithTheRuntime(t *testing.T) {
 	}
 }
 
+// Resync attaches only sandboxes the runtime is really running. containerd
+// lists a sandbox whose start failed (cleanup error) as NOTREADY after a
+// restart: Pid 0, netns still pinned. It must not get an address.
+func TestSyncAttachesOnlyRunningSandboxes(t *testing.T) {
+	running := func(id string, pid uint32) Sandbox { sb := pinnedPod(id, "/pinned/"+id); sb.Pid = pid; return sb }
+	for _, tt := range []struct {
+		name     string
+		pidless  bool
+		sb       Sandbox
+		dead     bool // the pid is gone
+		attached bool
+	}{
+		{name: "containerd: pause pid alive", sb: running("ready", 42), attached: true},
+		{name: "containerd: pid 0 (NOTREADY, start failed)", sb: running("failed", 0)},
+		{name: "containerd: pid gone, netns still pinned", sb: running("exited", 43), dead: true},
+		{name: "CRI-O, infra dropped: pid 0 is normal", pidless: true, sb: running("infraless", 0), attached: true},
+		{name: "CRI-O, infra kept: pid gone", pidless: true, sb: running("exited", 44), dead: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, []string{"alpha"}, nil)
+			f.ns.Resolve(0, tt.sb.Pinned) // its netns exists
+			f.ns.deadPids[tt.sb.Pid] = tt.dead
+			res := f.mgr.Sync(context.Background(), []Sandbox{tt.sb}, SyncOptions{AttachMissing: true, PidlessPods: tt.pidless})
+			require.NoError(t, res.Err())
+			_, err := f.mgr.Store().Get(tt.sb.ID)
+			if tt.attached {
+				assert.Equal(t, 1, res.Attached)
+				assert.NoError(t, err, "recorded")
+				assert.Equal(t, []string{"ADD alpha net1"}, f.attachCmds())
+				return
+			}
+			assert.Equal(t, 1, res.NotRunning)
+			assert.Zero(t, res.Attached)
+			assert.ErrorIs(t, err, state.ErrNotFound, "no record")
+			assert.Empty(t, f.attachCmds(), "no ADD or DEL")
+		})
+	}
+}
+
+// A host-network sandbox (its pinned path is the host's namespace) is
+// skipped by resync as by RunPodSandbox, and is not counted as attached.
+func TestSyncSkipsHostNetworkSandboxes(t *testing.T) {
+	f := newFixture(t, []string{"alpha"}, nil)
+	f.ns.resolveErr = fmt.Errorf("/pinned/h %w", netns.ErrHostNetwork)
+	f.ns.live["/pinned/h"] = netns.ID{Dev: 4, Ino: 99}
+	res := f.mgr.Sync(context.Background(), []Sandbox{pinnedPod("h", "/pinned/h")}, SyncOptions{AttachMissing: true, PidlessPods: true})
+	require.NoError(t, res.Err())
+	assert.Zero(t, res.Attached)
+	assert.Zero(t, res.Failed)
+	assert.Empty(t, f.attachCmds())
+}
+
 func TestSyncWithoutAttachMissing(t *testing.T) {
 	f := newFixture(t, []string{"alpha"}, nil)
 	f.ns.Resolve(0, "/pinned/new")
-	res := f.mgr.Sync(context.Background(), []Sandbox{pinnedPod("new", "/pinned/new")}, false)
+	res := f.mgr.Sync(context.Background(), []Sandbox{pinnedPod("new", "/pinned/new")}, SyncOptions{PidlessPods: true})
 	assert.Zero(t, res.Attached)
 	for _, c := range f.calls() {
 		assert.NotEqual(t, "ADD", c.Cmd)

@@ -14,7 +14,9 @@ import (
 )
 
 // Detach DELs the sandbox's networks. final (RemovePodSandbox, poststop)
-// also drops the record. It is idempotent: "already gone" is success.
+// also drops the record. It is idempotent: "already gone" is success. A
+// failure keeps the record and schedules a background retry with backoff
+// (retry.go); a later success cancels it.
 func (m *Manager) Detach(ctx context.Context, sb Sandbox, final bool) error {
 	if err := state.ValidID(sb.ID); err != nil {
 		return err
@@ -23,7 +25,12 @@ func (m *Manager) Detach(ctx context.Context, sb Sandbox, final bool) error {
 	defer m.gcMu.RUnlock()
 	unlock := m.locks.Lock(sb.ID)
 	defer unlock()
-	return m.detach(ctx, sb, final)
+	if err := m.detach(ctx, sb, final); err != nil {
+		m.retries.failed(sb, final, time.Now())
+		return err
+	}
+	m.retries.done(sb.ID)
+	return nil
 }
 
 func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) error {

@@ -68,10 +68,14 @@ func (nw *netnsWatcher) run(ctx context.Context, sweep time.Duration) {
 	defer nw.w.Close()
 	t := time.NewTicker(sweep)
 	defer t.Stop()
+	retry := time.NewTicker(retryBase)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case now := <-retry.C:
+			nw.m.retryTeardowns(ctx, now)
 		case ev, ok := <-nw.w.Events:
 			if !ok {
 				return
@@ -101,7 +105,13 @@ func (nw *netnsWatcher) release(ctx context.Context, sel func(*state.Record) boo
 		sb := Sandbox{ID: r.ID, Kind: r.Kind, Pod: cni.PodIdentity{Namespace: r.Namespace, Name: r.Name, UID: r.UID, InfraID: r.ID}}
 		log := nw.log.WithFields(logrus.Fields{"sandbox": r.ID, "pod": r.Name, "namespace": r.Namespace, "netns": r.Netns})
 		if err := nw.m.Detach(ctx, sb, true); err != nil {
-			log.WithError(err).Error("netns gone, releasing failed; retried at the next sweep")
+			log.WithError(err).Error("netns gone, releasing failed; retried with backoff")
+			continue
+		}
+		if r.Phase == state.PhaseTornDown {
+			// Stop released it already (CRI-O removes the netns before
+			// Stop); only the record was left.
+			log.Debug("netns gone: record of a torn-down sandbox dropped")
 			continue
 		}
 		log.Info("netns gone: networks released")

@@ -25,8 +25,9 @@ type Metrics struct {
 }
 
 // New registers the metrics; attachments reports the current number of
-// attached networks (read at scrape time).
-func New(attachments func() float64) *Metrics {
+// attached networks and pendingTeardowns the sandboxes whose teardown failed
+// and is being retried (both read at scrape time).
+func New(attachments, pendingTeardowns func() float64) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -48,6 +49,10 @@ func New(attachments func() float64) *Metrics {
 			Name: "nri_cni_attachments",
 			Help: "Networks currently attached (from nri-cni's records).",
 		}, attachments),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nri_cni_pending_teardowns",
+			Help: "Sandboxes whose teardown (CNI DEL) failed and is retried in the background with backoff.",
+		}, pendingTeardowns),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -18,7 +18,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 }
 
 func TestMetricsAndHealth(t *testing.T) {
-	m := New(func() float64 { return 3 })
+	m := New(func() float64 { return 3 }, func() float64 { return 2 })
 	h := m.Handler()
 	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable {
 		t.Fatalf("healthz before connecting = %d, want 503", code)
@@ -35,6 +35,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`nri_cni_operations_total{network="sec",op="add",result="error"} 1`,
 		`nri_cni_operation_duration_seconds_count{network="sec",op="add"} 2`,
 		`nri_cni_attachments 3`,
+		`nri_cni_pending_teardowns 2`,
 		`nri_cni_runtime_connected 1`,
 		`go_goroutines`,
 	} {

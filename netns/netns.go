@@ -16,8 +16,14 @@ import (
 
 // Sentinel errors; match them with errors.Is.
 var (
-	// ErrHostNetns: the path is the namespace nri-cni itself (the host) runs in.
+	// ErrHostNetns: the path is the namespace nri-cni itself (the host) runs in,
+	// where a sandbox's own namespace was expected (e.g. a reused pid). Refused.
 	ErrHostNetns = errors.New("is the host network namespace")
+	// ErrHostNetwork: the sandbox itself uses the host's network namespace — a
+	// host-network pod. Its pinned path is a bind of the host's namespace (CRI-O
+	// pins one for hostNetwork pods) and its pid, when there is one, agrees.
+	// There is nothing to attach; callers skip it (no CNI call either way).
+	ErrHostNetwork = errors.New("uses the host network namespace (host-network sandbox)")
 	// ErrNotNetns: the path exists but is not a network namespace.
 	ErrNotNetns = errors.New("is not a network namespace")
 	// ErrMismatch: the pid's namespace and the runtime's pinned path differ.
@@ -138,39 +144,75 @@ func (r *Resolver) Check(path string) (Netns, error) {
 
 // Resolve finds a sandbox's network namespace from its pid and the path the
 // runtime pinned it at:
-//   - pid > 0: /proc/<pid>/ns/net must be a network namespace, not the
-//     host's, and the same one as pinned (when given). If the pid route fails
-//     (the process is gone), the pinned path is used on its own.
+//   - pid > 0: /proc/<pid>/ns/net must be a network namespace and the same
+//     one as pinned (when given). If the pid route fails (the process is
+//     gone), the pinned path is used on its own.
 //   - pid == 0: the pinned path alone.
 //
-// The returned Path is the pinned path when there is one.
+// The host's namespace is never returned: a pid in it while the pinned path
+// is not (a reused pid) is ErrHostNetns; a pinned path that is the host's, with
+// the pid (if any) agreeing, is ErrHostNetwork (a host-network pod); any other
+// disagreement is ErrMismatch. The returned Path is the pinned path when there
+// is one.
 func (r *Resolver) Resolve(pid uint32, pinned string) (Netns, error) {
+	return r.resolve(pid, pinned, true)
+}
+
+// ResolveRunning is Resolve for a sandbox that must be running now (a
+// resync deciding what to attach): pid must be > 0 and alive in the pinned
+// namespace, with no fallback to the pinned path alone.
+func (r *Resolver) ResolveRunning(pid uint32, pinned string) (Netns, error) {
+	if pid == 0 {
+		return Netns{}, fmt.Errorf("%w: pid 0: no running process", ErrNoNetns)
+	}
+	return r.resolve(pid, pinned, false)
+}
+
+func (r *Resolver) resolve(pid uint32, pinned string, fallback bool) (Netns, error) {
 	if pid == 0 {
 		if pinned == "" {
 			return Netns{}, fmt.Errorf("%w: pid 0 and no pinned path", ErrNoNetns)
 		}
-		return r.Check(pinned)
+		return r.checkPinned(pinned)
 	}
 	procPath := filepath.Join(r.procRoot, strconv.FormatUint(uint64(pid), 10), "ns/net")
 	id, err := r.identify(procPath)
 	if err != nil {
-		if pinned == "" {
-			return Netns{}, fmt.Errorf("%w: %w", ErrNoNetns, err)
+		if pinned == "" || !fallback {
+			return Netns{}, fmt.Errorf("pid %d: %w: %w", pid, ErrNoNetns, err)
 		}
-		return r.Check(pinned)
-	}
-	if r.isHost(id) {
-		return Netns{}, fmt.Errorf("pid %d: %s %w", pid, procPath, ErrHostNetns)
+		return r.checkPinned(pinned)
 	}
 	if pinned == "" {
+		if r.isHost(id) {
+			return Netns{}, fmt.Errorf("pid %d: %s %w", pid, procPath, ErrHostNetns)
+		}
 		return Netns{Path: procPath, ID: id}, nil
 	}
 	pinnedID, err := r.identify(pinned)
 	if err != nil {
 		return Netns{}, fmt.Errorf("pinned path of pid %d: %w", pid, err)
 	}
-	if pinnedID != id {
+	switch {
+	case pinnedID == id && r.isHost(id):
+		return Netns{}, fmt.Errorf("pid %d and %s: %w", pid, pinned, ErrHostNetwork)
+	case r.isHost(id):
+		return Netns{}, fmt.Errorf("pid %d: %s %w, but %s is not", pid, procPath, ErrHostNetns, pinned)
+	case pinnedID != id:
 		return Netns{}, fmt.Errorf("pid %d (%s) vs %s: %w", pid, procPath, pinned, ErrMismatch)
+	}
+	return Netns{Path: pinned, ID: id}, nil
+}
+
+// checkPinned verifies a pinned path on its own: a network namespace; the
+// host's means a host-network sandbox (ErrHostNetwork).
+func (r *Resolver) checkPinned(pinned string) (Netns, error) {
+	id, err := r.identify(pinned)
+	if err != nil {
+		return Netns{}, err
+	}
+	if r.isHost(id) {
+		return Netns{}, fmt.Errorf("%s %w", pinned, ErrHostNetwork)
 	}
 	return Netns{Path: pinned, ID: id}, nil
 }

@@ -64,8 +64,12 @@ func TestResolve(t *testing.T) {
 		{name: "pid 0, no pinned", pid: 0, wantErr: netns.ErrNoNetns},
 		{name: "pid 0, pinned ok", ids: fakeIdentify{pinned: podID}, pinned: pinned,
 			wantPath: pinned, wantID: podID},
-		{name: "pid 0, pinned is host", ids: fakeIdentify{pinned: hostID}, pinned: pinned,
-			wantErr: netns.ErrHostNetns},
+		{name: "pid 0, pinned is host: host-network pod", ids: fakeIdentify{pinned: hostID}, pinned: pinned,
+			wantErr: netns.ErrHostNetwork},
+		{name: "pid and pinned both host: host-network pod", ids: fakeIdentify{procPath: hostID, pinned: hostID},
+			pid: 42, pinned: pinned, wantErr: netns.ErrHostNetwork},
+		{name: "pinned is host, pid is not", ids: fakeIdentify{procPath: podID, pinned: hostID},
+			pid: 42, pinned: pinned, wantErr: netns.ErrMismatch},
 		{name: "pid 0, pinned missing", pinned: pinned, wantErr: os.ErrNotExist},
 		{name: "pid 0, pinned not a netns", ids: fakeIdentify{pinned: netns.ErrNotNetns}, pinned: pinned,
 			wantErr: netns.ErrNotNetns},
@@ -82,7 +86,7 @@ func TestResolve(t *testing.T) {
 		{name: "pid gone, pinned ok", ids: fakeIdentify{pinned: podID},
 			pid: 42, pinned: pinned, wantPath: pinned, wantID: podID},
 		{name: "pid gone, pinned is host", ids: fakeIdentify{pinned: hostID},
-			pid: 42, pinned: pinned, wantErr: netns.ErrHostNetns},
+			pid: 42, pinned: pinned, wantErr: netns.ErrHostNetwork},
 		{name: "pid gone, no pinned", pid: 42, wantErr: netns.ErrNoNetns},
 		{name: "pid gone, pinned missing", pid: 42, pinned: pinned, wantErr: os.ErrNotExist},
 		{name: "pid ok, pinned unreadable", ids: fakeIdentify{procPath: podID, pinned: errPerm},
@@ -110,6 +114,40 @@ func TestResolve(t *testing.T) {
 			want := netns.Netns{Path: tt.wantPath, ID: tt.wantID}
 			if got != want {
 				t.Errorf("Resolve(%d, %q) = %+v, want %+v", tt.pid, tt.pinned, got, want)
+			}
+		})
+	}
+}
+
+// ResolveRunning never falls back to the pinned path: a listed sandbox
+// whose process is gone is not running.
+func TestResolveRunning(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		ids     fakeIdentify
+		pid     uint32
+		wantErr error
+	}{
+		{name: "pid 0", ids: fakeIdentify{pinned: podID}, wantErr: netns.ErrNoNetns},
+		{name: "pid gone, pinned alive", ids: fakeIdentify{pinned: podID}, pid: 42, wantErr: netns.ErrNoNetns},
+		{name: "pid in another netns", ids: fakeIdentify{procPath: otherID, pinned: podID}, pid: 42, wantErr: netns.ErrMismatch},
+		{name: "pid reused by a host process", ids: fakeIdentify{procPath: hostID, pinned: podID}, pid: 42, wantErr: netns.ErrHostNetns},
+		{name: "host-network pod", ids: fakeIdentify{procPath: hostID, pinned: hostID}, pid: 42, wantErr: netns.ErrHostNetwork},
+		{name: "running", ids: fakeIdentify{procPath: podID, pinned: podID}, pid: 42},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := newResolver(t, tt.ids).ResolveRunning(tt.pid, pinned)
+			if tt.wantErr == nil {
+				if err != nil || got != (netns.Netns{Path: pinned, ID: podID}) {
+					t.Fatalf("ResolveRunning = %+v, %v; want the pinned netns", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("ResolveRunning = %+v, %v; want error %v", got, err, tt.wantErr)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func TestCLI(t *testing.T) {
 		{"no args, not pre-launched", nil, 2, "", []string{"usage:"}},
 		{"unknown command", []string{"frobnicate"}, 2, "", []string{`unknown command "frobnicate"`}},
 		{"missing config", []string{"run", "--config", filepath.Join(dir, "nope.conf")}, 1, "", []string{"nope.conf", "no such file"}},
-		{"unknown key", []string{"run", "--config", badKey}, 1, "", []string{"bad.conf", `unknown field "network"`}},
+		{"unknown key", []string{"run", "--config", badKey}, 1, "", []string{"bad.conf", `unknown key "network"`}},
 		{"bad value", []string{"run", "--config", badVal}, 1, "", []string{"badval.conf", "cniTimeout", `"soon"`}},
 		{"bad idx", []string{"run", "--config", badKey, "--idx", "7"}, 1, "", []string{`--idx "7"`}},
 		{"stray args", []string{"run", "extra"}, 1, "", []string{"unexpected arguments"}},

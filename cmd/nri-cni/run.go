@@ -53,7 +53,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	dumpStatsOnSIGUSR1(ctx, func() *hook.Manager { return mgr }, log)
 	plugin := hook.NewPlugin(mgr, nil, log)
 	if *metricsAddr != "" {
-		m := metrics.New(func() float64 { return attachedNetworks(mgr) })
+		m := metrics.New(func() float64 { return attachedNetworks(mgr) }, func() float64 { return float64(mgr.PendingTeardowns()) })
 		mgr.SetObserver(m)
 		plugin.OnConnection = m.SetConnected
 		stop, err := metrics.Serve(ctx, *metricsAddr, m)
@@ -125,6 +125,11 @@ func (a *app) prelaunched(ctx context.Context) int {
 	plugin := hook.NewPlugin(nil, configure, log)
 	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
 	if err := hook.RunPrelaunched(ctx, plugin); err != nil {
+		if hook.ClosedByRuntime(err) {
+			// The runtime shutting down or restarting (it relaunches us).
+			log.WithField("reason", err).Info("the runtime closed the connection: nri-cni stopped")
+			return 0
+		}
 		log.WithError(err).Error("nri-cni stopped")
 		return 1
 	}

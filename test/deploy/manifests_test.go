@@ -201,6 +201,35 @@ func TestConfigMapNriConf(t *testing.T) {
 	assert.Empty(t, cfg.LogFile, "logs go to stderr (kubectl logs)")
 }
 
+// The ConfigMap lets pods use exactly the capabilities its example networks
+// declare: no more (a pod could claim what no plugin uses), no less (the
+// README's example annotations would fail).
+func TestConfigMapPodCapabilitiesMatchTheNetworks(t *testing.T) {
+	b := loadBase(t)
+	cfg := parseNriConf(t, b)
+	declared := map[string]bool{}
+	for _, key := range b.NetworkKeys() {
+		n, err := cni.Parse([]byte(b.ConfigMap.Data[key]))
+		require.NoError(t, err, key)
+		for _, p := range n.List.Plugins {
+			for c, on := range p.Network.Capabilities {
+				if on {
+					declared[c] = true
+				}
+			}
+		}
+	}
+	var want []string
+	for _, c := range config.KnownCapabilities() {
+		if declared[c] {
+			want = append(want, c)
+		}
+	}
+	assert.ElementsMatch(t, want, cfg.PodCapabilities, "podCapabilities = the declared capabilities")
+	assert.NotContains(t, cfg.PodCapabilities, config.CapabilityPortMappings, "no host ports from annotations")
+	assert.NotContains(t, cfg.PodCapabilities, config.CapabilityIPs, "no chosen addresses from annotations")
+}
+
 func TestConfigMapNetwork(t *testing.T) {
 	b := loadBase(t)
 	keys := b.NetworkKeys()

@@ -169,8 +169,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	entry := imgCfg.Config.Entrypoint
 	require.NoError(t, node.PrepareVolumes(b))
 
-	cri, err := harness.DialCRI(ctx, world.ctd.Address)
-	require.NoError(t, err)
+	cri := dialCRI(ctx, t, world.ctd.Address)
 	t.Cleanup(func() { cri.Close() })
 	netnsDir := shareNetnsDir(t, ctx, cri)
 
@@ -201,10 +200,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	require.NoError(t, err)
 	var pods []string
 	t.Cleanup(func() { // pods first (nri-cni tears them down), then the plugin
-		for _, id := range pods {
-			_ = cri.StopPod(context.Background(), id)
-			_ = cri.RemovePod(context.Background(), id)
-		}
+		cleanupPods(t, world.ctd.Address)
 		plugin.Kill()
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)

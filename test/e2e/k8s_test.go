@@ -44,6 +44,7 @@ func TestSelectionNamespacesAndCapabilities(t *testing.T) {
 		capsRecord = filepath.Join(dir, "caps-calls.jsonl")
 		caps = capsNet(t, dir, capsRecord)
 		c.PodSelection = true
+		c.PodCapabilities = []string{"bandwidth", "mac", "ips", "portMappings"}
 		c.Networks = nil // default: the first config in confDir (the plain secondary)
 		c.Namespaces = &struct {
 			Include []string `json:"include,omitempty"`
@@ -118,6 +119,6 @@ func TestSelectionNamespacesAndCapabilities(t *testing.T) {
 
 	require.NoError(t, s.cri.StopPod(s.ctx, id))
 	require.NoError(t, s.cri.RemovePod(s.ctx, id))
-	assert.Empty(t, caps.IPFiles())
+	assert.Empty(t, caps.IPFilesOf(s.own()...))
 	s.assertNoLeaks()
 }

@@ -68,6 +68,11 @@ func setupAndRun(m *testing.M) int {
 	}
 	world.ctd = ctd
 	code := m.Run()
+	reportRuntimeTrouble(ctd.LogPath)
+	if left := leftoverPods(ctd.Address); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "e2e teardown: pods left in the shared containerd:", left)
+		code = 1
+	}
 	if err := ctd.Close(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
 		code = 1
@@ -76,12 +81,16 @@ func setupAndRun(m *testing.M) int {
 }
 
 // startContainerd starts a private containerd in dir and imports the pause
-// image into it.
-func startContainerd(ctx context.Context, dir string) (*harness.Containerd, error) {
+// image into it. edit may change the options.
+func startContainerd(ctx context.Context, dir string, edit ...func(*harness.ContainerdOpts)) (*harness.Containerd, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{Dir: dir, Tools: world.tools})
+	opts := harness.ContainerdOpts{Dir: dir, Tools: world.tools}
+	for _, e := range edit {
+		e(&opts)
+	}
+	ctd, err := harness.StartContainerd(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

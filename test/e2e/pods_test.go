@@ -54,10 +54,10 @@ func TestStopReleasesInNetnsThenRemoveIsClean(t *testing.T) {
 	s := newSuite(t, suiteOpts{})
 	id, st := s.mustRun("stopper")
 	require.NotNil(t, s.net1(st.NetnsPath))
-	require.Len(t, s.net.IPFiles(), 1)
+	require.Len(t, s.net.IPFilesOf(id), 1)
 
 	require.NoError(t, s.cri.StopPod(s.ctx, id))
-	assert.Empty(t, s.net.IPFiles(), "IP released at Stop")
+	assert.Empty(t, s.net.IPFilesOf(id), "IP released at Stop")
 	calls := s.calls()
 	require.Len(t, calls, 2)
 	assert.Equal(t, "DEL", calls[1].Cmd)

@@ -45,9 +45,9 @@ func TestPrelaunchedDropIn(t *testing.T) {
 	})
 	require.NoError(t, ctd.WaitLog(ctx, harness.PrelaunchedSynced("10-nri-cni"), 1, 15*time.Second))
 
-	cri, err := harness.DialCRI(ctx, ctd.Address)
-	require.NoError(t, err)
+	cri := dialCRI(ctx, t, ctd.Address)
 	defer cri.Close()
+	cleanupPodsAt(t, ctd.Address)
 	id, err := cri.RunPod(ctx, harness.PodSpec{Name: "dropin", Namespace: "e2e", UID: "uid-dropin"})
 	require.NoError(t, err)
 	st, err := cri.PodStatus(ctx, id)
@@ -61,8 +61,8 @@ func TestPrelaunchedDropIn(t *testing.T) {
 
 	require.NoError(t, cri.StopPod(ctx, id))
 	require.NoError(t, cri.RemovePod(ctx, id))
-	assert.Empty(t, sec.IPFiles(), "IP released")
-	assert.Empty(t, cfg.StateFiles(), "record dropped")
+	assert.Empty(t, sec.IPFilesOf(id), "IP released")
+	assert.Empty(t, cfg.StateFilesOf(id), "record dropped")
 
 	// stdout/stderr are discarded by containerd: the log file is the proof.
 	log := cfg.Log()

@@ -19,7 +19,7 @@ func TestPluginKilledBetweenRunAndStop(t *testing.T) {
 	s.startPlugin()
 
 	require.NoError(t, s.cri.StopPod(s.ctx, id))
-	assert.Empty(t, s.net.IPFiles(), "the restarted plugin tore it down from its record")
+	assert.Empty(t, s.net.IPFilesOf(id), "the restarted plugin tore it down from its record")
 	require.NoError(t, s.cri.RemovePod(s.ctx, id))
 	s.assertNoLeaks()
 	assert.Equal(t, 1, s.count("ADD", id), "no second ADD after the restart")
@@ -29,7 +29,7 @@ func TestResyncAfterDowntime(t *testing.T) {
 	s := newSuite(t, suiteOpts{})
 	gone, _ := s.mustRun("gone-while-down")
 	kept, keptSt := s.mustRun("kept")
-	require.Len(t, s.net.IPFiles(), 2)
+	require.Len(t, s.net.IPFilesOf(gone, kept), 2)
 
 	s.killPlugin()
 	// While nri-cni is away: one pod is stopped and removed (no NRI events
@@ -46,7 +46,8 @@ func TestResyncAfterDowntime(t *testing.T) {
 	require.NotNil(t, s.net1(bornSt.NetnsPath), "attached on resync (syncAttach)")
 	require.NotNil(t, s.net1(keptSt.NetnsPath))
 	assert.Equal(t, 1, s.count("ADD", kept), "a pod already attached is not attached again")
-	assert.Len(t, s.net.IPFiles(), 2, "the gone pod's IP was released, the new one's allocated")
+	assert.Empty(t, s.net.IPFilesOf(gone), "the gone pod's IP was released")
+	assert.Len(t, s.net.IPFilesOf(kept, born), 2, "the new one's allocated")
 	assert.Contains(t, s.cfg.Log(), "resync with the runtime done")
 
 	for _, id := range []string{kept, born} {
@@ -79,8 +80,8 @@ func TestContainerdRestartWithLivePods(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, s.cri.StopPod(s.ctx, id))
 	require.NoError(t, s.cri.RemovePod(s.ctx, id))
-	testenv.Eventually(t, 10*time.Second, "the IP to be released by the netns watcher", func() bool {
-		return len(s.net.IPFiles()) == 0 && len(s.cfg.StateFiles()) == 0
+	testenv.Eventually(t, 10*time.Second, "the pod's IP and record to be released by the netns watcher", func() bool {
+		return len(s.net.IPFilesOf(id)) == 0 && len(s.cfg.StateFilesOf(id)) == 0
 	})
 	t.Logf("released %s after the pod's removal", time.Since(start).Round(time.Millisecond))
 	s.assertNoLeaks()

@@ -55,21 +55,14 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 		require.NoError(t, s.cfg.Write(s.cfgPath))
 	}
 
-	s.cri, err = harness.DialCRI(ctx, s.ctd.Address)
-	require.NoError(t, err)
+	s.cri = dialCRI(ctx, t, s.ctd.Address)
 	t.Cleanup(func() { s.cri.Close() })
 
 	s.plugin, err = harness.StartPlugin(ctx, s.ctd, world.bin, s.cfgPath, s.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Pods first (so nri-cni tears them down), then the plugin.
-		s.mu.Lock()
-		pods := append([]string(nil), s.pods...)
-		s.mu.Unlock()
-		for _, id := range pods {
-			_ = s.cri.StopPod(context.Background(), id)
-			_ = s.cri.RemovePod(context.Background(), id)
-		}
+		cleanupPods(t, s.ctd.Address)
 		if s.plugin != nil {
 			if err := s.plugin.Stop(); err != nil {
 				t.Error(err)
@@ -123,18 +116,34 @@ func (s *suite) net1(nsPath string) *net.IPNet {
 
 func (s *suite) calls() []testenv.Call { return testenv.ReadCalls(s.t, s.record) }
 
-// assertNoLeaks: no IP file, veth, libcni cache entry or record is left.
+// own lists the sandboxes of this test's pods: those it got an id for and
+// those its recorder saw an ADD for (failed pods included).
+func (s *suite) own() []string {
+	s.mu.Lock()
+	ids := append([]string(nil), s.pods...)
+	s.mu.Unlock()
+	for _, c := range s.calls() {
+		if c.Cmd == "ADD" {
+			ids = append(ids, c.ContainerID)
+		}
+	}
+	return ids
+}
+
+// assertNoLeaks: none of this test's pods holds an IP, a libcni cache entry
+// or a record, and no veth is left on the test's own bridge.
 func (s *suite) assertNoLeaks() {
 	s.t.Helper()
-	require.Empty(s.t, s.net.IPFiles(), "host-local IP files")
+	own := s.own()
+	require.Empty(s.t, s.net.IPFilesOf(own...), "host-local IP files of this test's pods")
 	// A veth whose peer was in a netns that is gone (empty-netns DEL) goes
 	// when the kernel finishes destroying that netns, asynchronously.
 	testenv.Eventually(s.t, 5*time.Second, "no veths on the secondary bridge", func() bool {
 		ports, err := harness.BridgePorts(s.net.Bridge)
 		return err == nil && ports == 0
 	})
-	require.Empty(s.t, s.cfg.CacheFiles(), "libcni cache entries")
-	require.Empty(s.t, s.cfg.StateFiles(), "nri-cni records")
+	require.Empty(s.t, s.cfg.CacheFilesOf(own...), "libcni cache entries of this test's pods")
+	require.Empty(s.t, s.cfg.StateFilesOf(own...), "nri-cni records of this test's pods")
 }
 
 // killPlugin SIGKILLs nri-cni (no chance to clean up anything).

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,13 @@ type ContainerdOpts struct {
 	Tools Tools
 	// PluginRequestTimeout is NRI's plugin_request_timeout (default 2s).
 	PluginRequestTimeout time.Duration
+	// RuncBinary, when set, is the runc the CRI runtime runs (its BinaryName),
+	// e.g. the seccomp build a kubelet needs; "" = the runc in Tools.RuncDir.
+	RuncBinary string
+	// PrimaryExtra are plugins appended to containerd's own (primary) chain,
+	// found in ExtraCNIBinDirs (e.g. a recording plugin told to fail DEL).
+	PrimaryExtra    []map[string]any
+	ExtraCNIBinDirs []string
 }
 
 // Containerd is a containerd started by the harness, with NRI enabled on a
@@ -81,11 +89,11 @@ func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error)
 	}
 	primary, _ := json.MarshalIndent(map[string]any{
 		"cniVersion": "1.0.0", "name": "primary",
-		"plugins": []any{
-			map[string]any{"type": "bridge", "bridge": c.PrimaryBridge, "isGateway": true, "ipMasq": false,
+		"plugins": append([]map[string]any{
+			{"type": "bridge", "bridge": c.PrimaryBridge, "isGateway": true, "ipMasq": false,
 				"ipam": map[string]any{"type": "host-local", "subnet": c.PrimarySubnet, "dataDir": c.PrimaryIPAMDir}},
-			map[string]any{"type": "loopback"},
-		},
+			{"type": "loopback"},
+		}, o.PrimaryExtra...),
 	}, "", "  ")
 	if err := os.WriteFile(filepath.Join(o.Dir, "net.d", "10-primary.conflist"), primary, 0o644); err != nil {
 		return nil, err
@@ -98,6 +106,15 @@ func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error)
 		return nil, err
 	}
 	return c, nil
+}
+
+// tomlStrings renders a TOML array of strings.
+func tomlStrings(list []string) string {
+	quoted := make([]string, len(list))
+	for i, s := range list {
+		quoted[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
 func (c *Containerd) config(o ContainerdOpts) string {
@@ -120,7 +137,7 @@ state = %[2]q
   netns_mounts_under_state_dir = true
 
 [plugins."io.containerd.cri.v1.runtime".cni]
-  bin_dirs = [%[6]q]
+  bin_dirs = %[6]s
   conf_dir = %[7]q
 
 [plugins."io.containerd.nri.v1.nri"]
@@ -131,8 +148,24 @@ state = %[2]q
   plugin_registration_timeout = "5s"
   plugin_request_timeout = %[11]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Address, c.Address+".ttrpc",
-		PauseImage, o.Tools.CNIDir, filepath.Join(c.Dir, "net.d"), c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
-		o.PluginRequestTimeout.String())
+		PauseImage, tomlStrings(append([]string{o.Tools.CNIDir}, o.ExtraCNIBinDirs...)), filepath.Join(c.Dir, "net.d"), c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
+		o.PluginRequestTimeout.String()) + runcRuntime(o.RuncBinary)
+}
+
+// runcRuntime is the CRI runtime section naming the runc binary (nothing
+// when bin is empty: containerd's default runtime, runc found on PATH).
+func runcRuntime(bin string) string {
+	if bin == "" {
+		return ""
+	}
+	return fmt.Sprintf(`
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  sandboxer = "podsandbox"
+
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+  BinaryName = %q
+`, bin)
 }
 
 func (c *Containerd) start(ctx context.Context) error {

@@ -15,6 +15,9 @@ import (
 type CRI struct {
 	conn *grpc.ClientConn
 	rt   runtimeapi.RuntimeServiceClient
+	// Labels are put on every pod RunPod creates (e.g. the test that owns
+	// it, so its cleanup can find the pods through CRI).
+	Labels map[string]string
 }
 
 // DialCRI connects to the CRI runtime service at socket (a filesystem path)
@@ -80,8 +83,19 @@ func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 	}
 }
 
-// RunPod creates and starts a pod sandbox and returns its id.
+// RunPod creates and starts a pod sandbox and returns its id. The client's
+// Labels are added to the pod's.
 func (c *CRI) RunPod(ctx context.Context, spec PodSpec) (string, error) {
+	if len(c.Labels) > 0 {
+		labels := map[string]string{}
+		for k, v := range spec.Labels {
+			labels[k] = v
+		}
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		spec.Labels = labels
+	}
 	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{
 		Config:         SandboxConfig(spec),
 		RuntimeHandler: "",
@@ -110,9 +124,14 @@ func (c *CRI) RemovePod(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListPods lists all pod sandboxes.
-func (c *CRI) ListPods(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
-	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+// ListPods lists the pod sandboxes that carry every label in selector (all
+// of them when selector is empty).
+func (c *CRI) ListPods(ctx context.Context, selector ...map[string]string) ([]*runtimeapi.PodSandbox, error) {
+	req := &runtimeapi.ListPodSandboxRequest{}
+	if len(selector) > 0 && len(selector[0]) > 0 {
+		req.Filter = &runtimeapi.PodSandboxFilter{LabelSelector: selector[0]}
+	}
+	resp, err := c.rt.ListPodSandbox(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("ListPodSandbox: %w", err)
 	}

@@ -64,7 +64,9 @@ type PluginConfig struct {
 	CNITimeout    string   `json:"cniTimeout,omitempty"`
 	FailurePolicy string   `json:"failurePolicy,omitempty"`
 	PodSelection  bool     `json:"podSelection,omitempty"`
-	Namespaces    *struct {
+	// PodCapabilities: nil = nri-cni's default (bandwidth only).
+	PodCapabilities []string `json:"podCapabilities,omitempty"`
+	Namespaces      *struct {
 		Include []string `json:"include,omitempty"`
 		Exclude []string `json:"exclude,omitempty"`
 	} `json:"namespaces,omitempty"`
@@ -119,16 +121,17 @@ type Plugin struct {
 	Cfg  PluginConfig
 }
 
-// StartPlugin runs `bin run --config cfgPath --socket <c.NRISocket>` and
-// waits until containerd reports it registered and synchronized.
-func StartPlugin(ctx context.Context, c *Containerd, bin, cfgPath string, cfg PluginConfig) (*Plugin, error) {
-	before := c.CountLog(PluginSynced("10-nri-cni"))
+// StartPlugin runs `bin run --config cfgPath --socket <rt's NRI socket>` and
+// waits until the runtime reports it registered and synchronized.
+func StartPlugin(ctx context.Context, rt Runtime, bin, cfgPath string, cfg PluginConfig) (*Plugin, error) {
+	synced := rt.PluginSynced("10-nri-cni")
+	before := rt.CountLog(synced)
 	out, err := os.OpenFile(cfg.LogFile+".stderr", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", c.NRISocket)
+	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", rt.NRIAddress())
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -136,7 +139,7 @@ func StartPlugin(ctx context.Context, c *Containerd, bin, cfgPath string, cfg Pl
 	}
 	p := &Plugin{cmd: cmd, done: make(chan struct{}), Cfg: cfg}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	if err := c.WaitLog(ctx, PluginSynced("10-nri-cni"), before+1, 15*time.Second); err != nil {
+	if err := rt.WaitLog(ctx, synced, before+1, 15*time.Second); err != nil {
 		p.Kill()
 		return nil, fmt.Errorf("%w\nnri-cni log:\n%s", err, cfg.Log())
 	}

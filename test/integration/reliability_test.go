@@ -43,24 +43,41 @@ func TestCRIOOrderingNetnsGoneBeforeStop(t *testing.T) {
 	assert.Equal(t, 0, e.cacheEntries(p.id))
 }
 
-// A pinned path that is a bind mount of the host's netns must be refused:
-// at Run with pid 0, and at teardown if the path was swapped after ADD.
-func TestPinnedBindOfHostNetnsIsRefused(t *testing.T) {
+// A pinned path that is a bind mount of the host's netns is how CRI-O
+// presents a hostNetwork pod: with the pid (if any) agreeing, the pod is
+// skipped — it starts, and no CNI call ever runs in the host namespace. A pid
+// in another namespace than the pinned host bind is still refused.
+func TestPinnedBindOfHostNetnsIsAHostNetworkPod(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.newPod()
 	hostBind := filepath.Join(e.root, "host-netns-bind")
 	require.NoError(t, os.WriteFile(hostBind, nil, 0o600))
 	require.NoError(t, unix.Mount("/proc/self/ns/net", hostBind, "", unix.MS_BIND, ""))
 	t.Cleanup(func() { _ = unix.Unmount(hostBind, unix.MNT_DETACH) })
+	hostLinks := linkNames(t)
 
-	evil := &pod{id: p.id, netns: p.netns, pid: 0}
-	req := evil.nri(0, true)
-	req.Linux.Namespaces[0].Path = hostBind
-	err := e.runtime.RunPodSandbox(nriCtx(t), &api.RunPodSandboxRequest{Pod: req})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "host network namespace")
+	for _, pid := range []int{0, os.Getpid()} { // infra dropped (Pid 0); infra kept (a host-netns pid)
+		hostPod := &pod{id: p.id, netns: p.netns, pid: pid}
+		req := hostPod.nri(pid, true)
+		req.Linux.Namespaces[0].Path = hostBind
+		require.NoError(t, e.runtime.RunPodSandbox(nriCtx(t), &api.RunPodSandboxRequest{Pod: req}), "pid %d", pid)
+		require.NoError(t, e.runtime.StopPodSandbox(nriCtx(t), &api.StopPodSandboxRequest{Pod: req}))
+		require.NoError(t, e.runtime.RemovePodSandbox(nriCtx(t), &api.RemovePodSandboxRequest{Pod: req}))
+	}
 	assert.Empty(t, testenv.ReadCalls(t, e.record), "no CNI call")
 	assert.Empty(t, e.ipamFiles())
+	_, err := e.mgr.Store().Get(p.id)
+	assert.ErrorIs(t, err, state.ErrNotFound, "no record")
+	assert.Equal(t, hostLinks, linkNames(t), "host links untouched")
+
+	// The pod's real pid (its own netns) with the host bind as pinned path:
+	// they disagree, so it is refused.
+	odd := p.nri(p.pid, true)
+	odd.Linux.Namespaces[0].Path = hostBind
+	err = e.runtime.RunPodSandbox(nriCtx(t), &api.RunPodSandboxRequest{Pod: odd})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pid and pinned path name different network namespaces")
+	assert.Empty(t, testenv.ReadCalls(t, e.record), "no CNI call")
 }
 
 func TestStateDirFullOrUnwritable(t *testing.T) {

@@ -5,7 +5,7 @@
 // with "ip"; chained, it passes prevResult through.
 //
 //	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
-//	 "failOn": "ADD", "failMsg": "boom", "sleep": "5s", "garbage": false, "crash": false,
+//	 "failOn": "ADD", "failMsg": "boom", "failWhile": "/tmp/x/fail", "sleep": "5s", "garbage": false, "crash": false,
 //	 "ip": "10.99.0.5/24"}
 package main
 
@@ -29,10 +29,12 @@ type Conf struct {
 	RecordFile string `json:"recordFile"`
 	FailOn     string `json:"failOn"`  // command(s) to fail, comma-separated
 	FailMsg    string `json:"failMsg"` // error message
-	Sleep      string `json:"sleep"`   // sleep before answering ADD
-	Garbage    bool   `json:"garbage"` // print non-JSON on ADD
-	Crash      bool   `json:"crash"`   // die on ADD without a word (exit 2)
-	IP         string `json:"ip"`      // address to return when first in chain
+	// FailWhile, if set, limits failOn to while this file exists.
+	FailWhile string `json:"failWhile"`
+	Sleep     string `json:"sleep"`   // sleep before answering ADD
+	Garbage   bool   `json:"garbage"` // print non-JSON on ADD
+	Crash     bool   `json:"crash"`   // die on ADD without a word (exit 2)
+	IP        string `json:"ip"`      // address to return when first in chain
 	// RuntimeConfig is what libcni injected for the declared capabilities.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
@@ -60,6 +62,15 @@ func main() {
 	}, version.All, "cni-recorder: a recording fake CNI plugin for tests")
 }
 
+// failing: failOn applies (always, or while the failWhile file exists).
+func failing(conf *Conf) bool {
+	if conf.FailWhile == "" {
+		return true
+	}
+	_, err := os.Stat(conf.FailWhile)
+	return err == nil
+}
+
 func handle(cmd string, a *skel.CmdArgs) error {
 	conf := &Conf{}
 	if err := json.Unmarshal(a.StdinData, conf); err != nil {
@@ -79,7 +90,7 @@ func handle(cmd string, a *skel.CmdArgs) error {
 		time.Sleep(d)
 	}
 	for _, c := range strings.Split(conf.FailOn, ",") {
-		if strings.TrimSpace(c) == cmd {
+		if strings.TrimSpace(c) == cmd && failing(conf) {
 			msg := conf.FailMsg
 			if msg == "" {
 				msg = "cni-recorder: told to fail " + cmd
