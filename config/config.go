@@ -77,6 +77,10 @@ type Config struct {
 	// PodSelection lets a pod pick networks (and interface names) with the
 	// annotation nri-cni.io/networks; an empty value opts the pod out.
 	PodSelection bool `json:"podSelection"`
+	// RequireAnnotation (with PodSelection): a pod without the networks
+	// annotation gets no networks at all — opt-in, as Kubernetes users know
+	// it from Multus. Without it, such a pod gets the configured networks.
+	RequireAnnotation bool `json:"requireAnnotation"`
 	// Namespaces limits which pods' namespaces get networks.
 	Namespaces NamespaceFilter `json:"namespaces"`
 	// PodCapabilities lists the CNI capabilities pods may ask for with
@@ -246,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		return bad("logLevel", "%q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.RequireAnnotation && !c.PodSelection {
+		return bad("requireAnnotation", "needs podSelection: true (pods choose their networks by annotation)")
 	}
 	if c.FailurePolicy != FailurePolicyFail && c.FailurePolicy != FailurePolicyIgnore {
 		return bad("failurePolicy", "%q: want %q or %q", c.FailurePolicy, FailurePolicyFail, FailurePolicyIgnore)

@@ -144,6 +144,7 @@ func TestParseInvalid(t *testing.T) {
 		{"cniTimeout negative", "cniTimeout: -1s\n", "cniTimeout"},
 		{"cniTimeout too long", "cniTimeout: 11m\n", "cniTimeout"},
 		{"bad logLevel", "logLevel: loud\n", "logLevel"},
+		{"requireAnnotation without podSelection", "requireAnnotation: true\n", "requireAnnotation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

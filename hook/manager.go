@@ -202,7 +202,12 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
 	if skip != "" {
-		log.WithField("reason", skip).Info("no networks for this sandbox")
+		l := log.WithField("reason", skip)
+		if skip == SkipNotRequested {
+			l.Debug("no networks for this sandbox")
+		} else {
+			l.Info("no networks for this sandbox")
+		}
 		return nil, nil
 	}
 	// Before the intent record: a pod asking for a capability the admin did

@@ -19,6 +19,10 @@ const (
 	AnnotationEgressBandwidth  = "kubernetes.io/egress-bandwidth"
 )
 
+// SkipNotRequested: with requireAnnotation, a pod that does not ask for
+// networks gets none (the common case: logged at debug only).
+const SkipNotRequested = "no " + AnnotationNetworks + " annotation (requireAnnotation: opt-in only)"
+
 // ErrBadAnnotation wraps every annotation error; the message names the
 // annotation and the bad part.
 var ErrBadAnnotation = errors.New("invalid annotation")
@@ -39,6 +43,9 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 		return nil, fmt.Sprintf("namespace %q is filtered out (config namespaces)", sb.Pod.Namespace), nil
 	}
 	value, annotated := sb.Annotations[AnnotationNetworks]
+	if m.cfg.PodSelection && m.cfg.RequireAnnotation && !annotated {
+		return nil, SkipNotRequested, nil
+	}
 	if !m.cfg.PodSelection || !annotated {
 		nets, err := m.engine.Select(m.cfg.Networks)
 		if err != nil {

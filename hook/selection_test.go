@@ -54,6 +54,33 @@ func TestPodSelection(t *testing.T) {
 	}
 }
 
+// requireAnnotation: only pods that ask get networks (opt-in, as with
+// Multus); without it an unannotated pod gets the configured networks.
+func TestRequireAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		require bool
+		ann     map[string]string
+		want    []string
+	}{
+		{"opt-in: no annotation, nothing", true, nil, nil},
+		{"opt-in: asks for beta", true, map[string]string{AnnotationNetworks: "beta"}, []string{"ADD beta net1"}},
+		{"opt-in: empty value, nothing", true, map[string]string{AnnotationNetworks: ""}, nil},
+		{"defaults: no annotation, configured networks", false, nil, []string{"ADD alpha net1"}},
+		{"defaults: asks for beta", false, map[string]string{AnnotationNetworks: "beta"}, []string{"ADD beta net1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []string{"alpha", "beta"}, nil)
+			f.mgr.cfg.Networks = []string{"alpha"}
+			f.mgr.cfg.PodSelection, f.mgr.cfg.RequireAnnotation = true, tc.require
+			rec, err := f.mgr.Attach(context.Background(), annotated("sb1", tc.ann))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, f.cmds())
+			assert.Equal(t, tc.want == nil, rec == nil, "a record only when something was attached")
+		})
+	}
+}
+
 func TestAnnotationIgnoredWithoutPodSelection(t *testing.T) {
 	f := newFixture(t, []string{"alpha", "beta"}, nil)
 	f.mgr.cfg.Networks = []string{"alpha"}

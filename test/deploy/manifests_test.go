@@ -193,6 +193,7 @@ func TestConfigMapNriConf(t *testing.T) {
 	assert.Equal(t, "/var/lib/nri-cni", cfg.StateDir)
 	assert.Equal(t, "/var/lib/cni", cfg.CacheDir)
 	assert.True(t, cfg.PodSelection, "podSelection")
+	assert.True(t, cfg.RequireAnnotation, "requireAnnotation: opt-in only, as with Multus")
 	assert.Contains(t, cfg.Namespaces.Exclude, "kube-system")
 	assert.False(t, cfg.Namespaces.Allows("kube-system"), "kube-system excluded")
 	assert.True(t, cfg.Namespaces.Allows("default"))

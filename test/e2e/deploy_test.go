@@ -260,6 +260,16 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "kube-system is excluded by the ConfigMap")
 
+	// Opt-in only (requireAnnotation): a pod that does not ask gets nothing.
+	plainID, err := cri.RunPod(ctx, harness.PodSpec{Name: "deploy-plain", Namespace: "e2e-deploy", UID: harness.RandomName("uid-")})
+	require.NoError(t, err)
+	pods = append(pods, plainID)
+	plainSt, err := cri.PodStatus(ctx, plainID)
+	require.NoError(t, err)
+	_, ok, err = harness.PodIface(plainSt.NetnsPath, "net1")
+	require.NoError(t, err)
+	assert.False(t, ok, "an unannotated pod gets no secondary network")
+
 	for _, id := range pods {
 		require.NoError(t, cri.StopPod(ctx, id))
 		require.NoError(t, cri.RemovePod(ctx, id))
