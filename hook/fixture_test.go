@@ -75,7 +75,7 @@ func (f *fakeNetns) kill(path string) {
 
 // fixture is a Manager over the recording plugin, in temp dirs.
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	mgr      *Manager
 	ns       *fakeNetns
 	cfg      config.Config
@@ -95,7 +95,7 @@ func recorderNet(name, record string, extra map[string]any) map[string]any {
 
 // newFixture writes the given networks (name -> plugin extras) and attaches
 // them in the order given.
-func newFixture(t *testing.T, nets []string, extras map[string]map[string]any) *fixture {
+func newFixture(t testing.TB, nets []string, extras map[string]map[string]any) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &fixture{t: t, ns: &fakeNetns{live: map[string]netns.ID{}, deadPids: map[uint32]bool{}}, confDir: filepath.Join(root, "net.d"),

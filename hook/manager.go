@@ -153,7 +153,12 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 		return nil, err
 	}
 	m.gcMu.RLock()
-	unlock := m.locks.Lock(sb.ID)
+	return m.attachLocked(ctx, sb, ifAbsent, m.locks.Lock(sb.ID))
+}
+
+// attachLocked is attach with the GC lock (shared) and sb's lock (unlock)
+// taken: it releases both, or hands them to a rollback that outlives it.
+func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, unlock func()) (*state.Record, error) {
 	handedOff := false
 	defer func() {
 		if !handedOff {

@@ -23,7 +23,8 @@ import (
 type ConfigureFunc func(ctx context.Context, config string) (*Manager, error)
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
-// RunPodSandbox, StopPodSandbox and RemovePodSandbox interfaces.
+// Synchronize, RunPodSandbox, StopPodSandbox, RemovePodSandbox and
+// CreateContainer interfaces.
 type Plugin struct {
 	log       *logrus.Entry
 	configure ConfigureFunc
@@ -88,7 +89,9 @@ var errNotConfigured = errors.New("nri-cni is not configured yet")
 
 // Synchronize hands the runtime's live pods to a background resync (GC of
 // what is gone, attach of what was missed) and answers at once: the resync
-// runs CNI commands and must not hold up the runtime's request deadline.
+// runs CNI commands and must not hold up the runtime's request deadline. A
+// container created before the resync reaches its pod is covered by
+// CreateContainer.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	mgr := p.Manager()
 	if mgr == nil {
@@ -100,7 +103,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 		live = append(live, sb)
 	}
 	p.mu.RLock()
-	opts := SyncOptions{AttachMissing: mgr.Config().SyncAttach, PidlessPods: pidlessRuntime(p.runtime)}
+	opts := SyncOptions{AttachMissing: mgr.Config().SyncAttach, PidlessPods: pidlessRuntime(p.runtime), ListedAt: time.Now().UTC()}
 	p.mu.RUnlock()
 	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": opts.AttachMissing}).Info("synchronizing with the runtime")
 	go func() {
@@ -148,6 +151,48 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 		log.WithField("networks", len(rec.Networks)).Info("attached")
 	}
 	return nil
+}
+
+// CreateContainer makes sure the container's pod has its networks before the
+// container is created. A pod created while nri-cni was away started without
+// them (the runtime's NRI validator, if it requires nri-cni, refuses
+// containers, not sandboxes); the resync attaches it in the background, and
+// if a container comes first, it is attached here (EnsureAttached). The
+// common case is one record lookup. It never adjusts the container. An error
+// fails the container's creation (the kubelet retries).
+//
+// With failurePolicy "ignore" it does nothing: pods may run without nri-cni's
+// networks by choice, and a failing network would otherwise be retried (and
+// waited for, under the runtime's node-wide NRI lock) at every container
+// creation of every pod it failed.
+func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	sb, netnsPath := sandboxOf(pod)
+	if netnsPath == "" {
+		return nil, nil, nil
+	}
+	mgr := p.Manager()
+	if mgr == nil {
+		return nil, nil, errNotConfigured
+	}
+	if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+		return nil, nil, nil
+	}
+	p.mu.RLock()
+	pidless := pidlessRuntime(p.runtime)
+	p.mu.RUnlock()
+	start := time.Now()
+	rec, err := mgr.EnsureAttached(ctx, sb, pidless)
+	if err == nil && rec == nil {
+		return nil, nil, nil
+	}
+	log := p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName(),
+		"duration": time.Since(start).Round(time.Microsecond)})
+	if err != nil {
+		log.WithError(err).Error("attach failed: the container is not created")
+		return nil, nil, err
+	}
+	log.WithField("networks", len(rec.Networks)).Info("attached before the pod's first container (pod created while nri-cni was away)")
+	return nil, nil, nil
 }
 
 // StopPodSandbox DELs the pod's networks while its netns still exists

@@ -30,6 +30,11 @@ type SyncOptions struct {
 	// sandbox, and lists a sandbox whose start failed as NOTREADY with Pid 0
 	// (and its netns still pinned) after a restart.
 	PidlessPods bool
+	// ListedAt is when the runtime's list was received. A record created
+	// after it belongs to a pod attached since (Synchronize answers at once,
+	// and a RunPodSandbox may come before the resync runs): it is kept even
+	// though the list does not name it. Zero: no such records are expected.
+	ListedAt time.Time
 }
 
 // Sync reconciles nri-cni's records with the sandboxes the runtime lists
@@ -48,7 +53,9 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 		byID[sb.ID] = sb
 	}
 	res := SyncResult{GCResult: m.GC(ctx, func(rec *state.Record) bool {
-		if _, ok := byID[rec.ID]; !ok && rec.Kind == "pod" {
+		_, listed := byID[rec.ID]
+		attachedSince := !opts.ListedAt.IsZero() && !rec.Created.Before(opts.ListedAt)
+		if rec.Kind == "pod" && !listed && !attachedSince {
 			return false
 		}
 		return m.usableNetns(rec) != ""

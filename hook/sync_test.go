@@ -109,6 +109,27 @@ func TestSyncSkipsHostNetworkSandboxes(t *testing.T) {
 	assert.Empty(t, f.attachCmds())
 }
 
+// Synchronize answers at once and the resync runs later: a pod attached by
+// RunPodSandbox in between is not in the runtime's list, but its record is
+// newer than the list, so it is kept, not torn down.
+func TestSyncKeepsPodsAttachedAfterTheList(t *testing.T) {
+	f := newFixture(t, []string{"alpha"}, nil)
+	ctx := context.Background()
+	_, err := f.mgr.Attach(ctx, pinnedPod("old", "/pinned/old"))
+	require.NoError(t, err)
+	listedAt := time.Now().UTC()
+	_, err = f.mgr.Attach(ctx, pinnedPod("new", "/pinned/new")) // Run after the list was taken
+	require.NoError(t, err)
+
+	res := f.mgr.Sync(ctx, nil, SyncOptions{ListedAt: listedAt})
+	require.NoError(t, res.Err())
+	assert.Equal(t, 1, res.TornDown, "old: not listed, attached before the list")
+	assert.Equal(t, 1, res.Kept, "new: attached after the list")
+	_, err = f.mgr.Store().Get("new")
+	assert.NoError(t, err)
+	assert.Equal(t, []string{"ADD alpha net1", "ADD alpha net1", "DEL alpha net1"}, f.attachCmds())
+}
+
 func TestSyncWithoutAttachMissing(t *testing.T) {
 	f := newFixture(t, []string{"alpha"}, nil)
 	f.ns.Resolve(0, "/pinned/new")

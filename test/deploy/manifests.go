@@ -191,3 +191,27 @@ func LoadKindConfig(repoRoot string) (*KindConfig, error) {
 	}
 	return &k, nil
 }
+
+// NRIValidatorTable is the name of NRI's default validator table in
+// containerd's config (and in kind's patch, double-quoted).
+const NRIValidatorTable = `plugins."io.containerd.nri.v1.nri".default_validator`
+
+// PatchTable returns table name of the first containerd patch — its header
+// line and the lines up to the next header — or "" if the patch has none.
+func (k *KindConfig) PatchTable(name string) string {
+	if len(k.ContainerdConfigPatches) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(k.ContainerdConfigPatches[0], "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "[") {
+			in = l == "["+name+"]"
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}

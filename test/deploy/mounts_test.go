@@ -144,6 +144,14 @@ func TestKindConfigPatchesNRI(t *testing.T) {
 	assert.Contains(t, patch, "disable = false")
 	assert.Contains(t, patch, `plugin_request_timeout = "5s"`)
 	assert.Contains(t, patch, `socket_path = "/var/run/nri/nri.sock"`)
+	// Fail-closed per pod: the default validator on, no node-wide list (a
+	// node-wide one blocks every container while nri-cni is down, its own
+	// DaemonSet pod's included).
+	validator := k.PatchTable(NRIValidatorTable)
+	assert.Contains(t, validator, "enable = true")
+	for _, line := range strings.Split(validator, "\n") {
+		assert.False(t, strings.HasPrefix(line, "required_plugins"), "no node-wide required_plugins: %q", line)
+	}
 	for _, line := range strings.Split(patch, "\n") {
 		assert.False(t, strings.HasPrefix(strings.TrimSpace(line), "version"),
 			"a patch with a version is skipped by kind unless it matches the node's config version")

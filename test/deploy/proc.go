@@ -78,6 +78,21 @@ func (p *Proc) Terminate(grace time.Duration) error {
 // config with the given text (written to dir/name.toml) and returns the
 // NRI plugin's table as containerd resolved it.
 func ContainerdNRITable(containerd, dir, name, text string) (string, error) {
+	out, err := ContainerdConfigDump(containerd, dir, name, text)
+	if err != nil {
+		return "", err
+	}
+	table := TOMLTable(out, "plugins.'io.containerd.nri.v1.nri'")
+	if table == "" {
+		return "", fmt.Errorf("containerd config dump (%s): no NRI table in:\n%s", name, out)
+	}
+	return table, nil
+}
+
+// ContainerdConfigDump runs `containerd --config FILE config dump` on a
+// config with the given text (written to dir/name.toml) and returns the
+// whole config as containerd resolved it (tables as plugins.'id'.sub).
+func ContainerdConfigDump(containerd, dir, name, text string) (string, error) {
 	file := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		return "", err
@@ -86,9 +101,5 @@ func ContainerdNRITable(containerd, dir, name, text string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("containerd config dump (%s): %w\n%s", name, err, out)
 	}
-	table := TOMLTable(string(out), "plugins.'io.containerd.nri.v1.nri'")
-	if table == "" {
-		return "", fmt.Errorf("containerd config dump (%s): no NRI table in:\n%s", name, out)
-	}
-	return table, nil
+	return string(out), nil
 }

@@ -124,16 +124,23 @@ func TestDeployKindPatch(t *testing.T) {
 			if patched {
 				text += "\n" + k.ContainerdConfigPatches[0] + "\n"
 			}
-			nri, err := deploy.ContainerdNRITable(filepath.Join(world.tools.ContainerdDir, "containerd"), dir, name, text)
+			dump, err := deploy.ContainerdConfigDump(filepath.Join(world.tools.ContainerdDir, "containerd"), dir, name, text)
 			require.NoError(t, err)
+			nri := deploy.TOMLTable(dump, "plugins.'io.containerd.nri.v1.nri'")
+			validator := deploy.TOMLTable(dump, "plugins.'io.containerd.nri.v1.nri'.default_validator")
 			assert.Contains(t, nri, "disable = false", name)
 			want := "plugin_request_timeout = '2s'" // containerd's default: the patch is what changes it
+			wantValidator := "enable = false"
 			if patched {
-				want = "plugin_request_timeout = '5s'"
+				want, wantValidator = "plugin_request_timeout = '5s'", "enable = true"
 				assert.Contains(t, nri, "socket_path = '/var/run/nri/nri.sock'", name)
 				assert.Contains(t, nri, "plugin_registration_timeout = '5s'", name)
 			}
 			assert.Contains(t, nri, want, "%s patched=%t:\n%s", name, patched, nri)
+			// Fail-closed per pod (required-plugins.noderesource.dev): the
+			// validator on, no node-wide list.
+			assert.Contains(t, validator, wantValidator, "%s patched=%t:\n%s", name, patched, validator)
+			assert.Contains(t, validator, "required_plugins = []", "%s patched=%t", name, patched)
 		}
 	}
 }

@@ -34,6 +34,9 @@ type ContainerdOpts struct {
 	// found in ExtraCNIBinDirs (e.g. a recording plugin told to fail DEL).
 	PrimaryExtra    []map[string]any
 	ExtraCNIBinDirs []string
+	// ExtraTOML is appended to config.toml as is (whole tables), e.g. NRI's
+	// [plugins."io.containerd.nri.v1.nri".default_validator].
+	ExtraTOML string
 }
 
 // Containerd is a containerd started by the harness, with NRI enabled on a
@@ -149,7 +152,7 @@ state = %[2]q
   plugin_request_timeout = %[11]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Address, c.Address+".ttrpc",
 		PauseImage, tomlStrings(append([]string{o.Tools.CNIDir}, o.ExtraCNIBinDirs...)), filepath.Join(c.Dir, "net.d"), c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
-		o.PluginRequestTimeout.String()) + runcRuntime(o.RuncBinary)
+		o.PluginRequestTimeout.String()) + runcRuntime(o.RuncBinary) + o.ExtraTOML
 }
 
 // runcRuntime is the CRI runtime section naming the runc binary (nothing
