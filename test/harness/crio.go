@@ -10,6 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/nri-cni/nri-cni/test/tools/image/build"
 )
 
 // CRIOOpts configures a private CRI-O.
@@ -31,6 +35,15 @@ type CRIOOpts struct {
 	PauseTar string
 	// LogLevel is crio's log_level (default "info").
 	LogLevel string
+	// PauseStopSignal is the StopSignal of the pause image loaded into
+	// CRI-O (default SIGKILL, like containerd, which always SIGKILLs the
+	// sandbox). CRI-O stops the infra container with the image's stop signal
+	// and waits up to the StopPodSandbox request's deadline: a SIGTERM that
+	// arrives before pause installed its handler (a Stop right after Run;
+	// RunPodSandbox can return while the process is still "runc init") is
+	// dropped, pause being PID 1, and Stop then hangs until the deadline.
+	// "SIGTERM" gives the real pause image's behaviour.
+	PauseStopSignal string
 }
 
 // CRIO is a CRI-O started by the harness: its own storage, CRI and NRI
@@ -106,7 +119,14 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 			return nil, err
 		}
 	}
-	if err := c.loadImage(ctx, o.PauseTar); err != nil {
+	if o.PauseStopSignal == "" {
+		o.PauseStopSignal = "SIGKILL"
+	}
+	pauseTar := c.path("pause-crio.tar")
+	if err := withStopSignal(o.PauseTar, pauseTar, o.PauseStopSignal); err != nil {
+		return nil, err
+	}
+	if err := c.loadImage(ctx, pauseTar); err != nil {
 		_ = UnmountUnder(c.Dir)
 		return nil, err
 	}
@@ -128,15 +148,40 @@ func (c *CRIO) env() []string {
 	}
 }
 
-// loadImage loads the image tar into CRI-O's storage with podman.
+// loadImage loads the image tar into CRI-O's storage with podman. podman
+// runs in a private mount namespace with a tmpfs over /var/lib: it keeps
+// its blob-info cache in /var/lib/containers/cache whatever its --root, and
+// the host's is not ours to write. Its transient mounts die with it.
 func (c *CRIO) loadImage(ctx context.Context, tar string) error {
-	args := append(c.podmanArgs(), "load", "-i", tar)
-	cmd := exec.CommandContext(ctx, "podman", args...)
+	script := `mount -t tmpfs -o size=16m nri-cni-podman /var/lib && exec podman "$@"`
+	args := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, "podman"},
+		append(c.podmanArgs(), "load", "-i", tar)...)
+	cmd := exec.CommandContext(ctx, "unshare", args...)
 	cmd.Env = c.env()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("podman load %s into %s: %w\n%s", tar, c.Dir, err, out)
 	}
 	return nil
+}
+
+// withStopSignal copies the pause image tar src to dst with its config's
+// StopSignal set.
+func withStopSignal(src, dst, signal string) error {
+	img, err := build.ReadArchive(src, PauseImage)
+	if err != nil {
+		return fmt.Errorf("read pause image %s: %w", src, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return fmt.Errorf("pause image config: %w", err)
+	}
+	cfg := cf.Config
+	cfg.StopSignal = signal
+	if img, err = mutate.Config(img, cfg); err != nil {
+		return fmt.Errorf("pause image StopSignal %s: %w", signal, err)
+	}
+	_, err = build.WriteArchive(img, PauseImage, dst)
+	return err
 }
 
 func (c *CRIO) podmanArgs() []string {

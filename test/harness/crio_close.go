@@ -22,6 +22,10 @@ import (
 func (c *CRIO) Close(ctx context.Context) error {
 	var errs []error
 	if c.cmd != nil {
+		// Bounded: CRI-O waits for the infra container up to the request's
+		// deadline; whatever is left after it is killed below.
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
 		if cri, err := DialCRI(ctx, c.Address); err == nil {
 			if pods, err := cri.ListPods(ctx); err == nil {
 				for _, p := range pods {

@@ -18,8 +18,10 @@ type PodEvent struct {
 	Pid        uint32
 	Namespaces map[string]string // type -> path, as sent
 	// NetnsExists: the network namespace path existed when the event
-	// arrived ("" path: false).
+	// arrived ("" path: false). NetnsIsHost: it was the observer's own
+	// (the host's) network namespace.
 	NetnsExists bool
+	NetnsIsHost bool
 }
 
 // Observer is an in-process external NRI plugin that records pod events,
@@ -75,8 +77,11 @@ func (o *Observer) record(event string, pod *api.PodSandbox) {
 		e.Namespaces[ns.GetType()] = ns.GetPath()
 	}
 	if p := e.Namespaces["network"]; p != "" {
-		_, err := os.Stat(p)
+		st, err := os.Stat(p)
 		e.NetnsExists = err == nil
+		if self, errSelf := os.Stat("/proc/self/ns/net"); err == nil && errSelf == nil {
+			e.NetnsIsHost = os.SameFile(st, self)
+		}
 	}
 	o.mu.Lock()
 	o.events = append(o.events, e)

@@ -38,10 +38,8 @@ apt_install() {
 		log "not root: cannot apt-get install ${missing[*]}"
 		return 0
 	fi
-	if fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock >/dev/null 2>&1; then
-		log "waiting for the dpkg lock (up to 600s)"
-	fi
-	log "apt-get install ${missing[*]}"
+	# Another install may hold the dpkg lock: apt waits for it (up to 600s).
+	log "apt-get install ${missing[*]} (waiting up to 600s for the dpkg lock if it is held)"
 	local apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
 	DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >/dev/null
 	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
@@ -52,7 +50,7 @@ build_crio() {
 	[[ -f "$DIR/.stamp-crio" ]] && return 0
 	local mod="$DIR/src"
 	mkdir -p "$mod"
-	log "building crio $CRIO_VERSION (wrapper module $mod; 2-3 min cold)"
+	log "building crio $CRIO_VERSION (wrapper module $mod; minutes when cold)"
 	local start=$SECONDS
 	(
 		cd "$mod"
