@@ -15,7 +15,7 @@ help: ## List the targets.
 build: ## Build bin/nri-cni (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cni
 
-tools: ## Install the pinned test components (CNI plugins, containerd, runc; apt packages when root).
+tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O; apt packages when root).
 	bash test/tools/install.sh all
 
 lint: ## gofmt and go vet.
@@ -32,7 +32,7 @@ test-unit: ## Unit tests only (no root needed).
 test-integration: tools ## Privileged tests: real netns, CNI plugins, NRI over a socket (root).
 	$(GO) test -race -count=1 -v ./test/integration/
 
-e2e: tools ## End-to-end tests against a real containerd 2.x + runc + CRI (root).
+e2e: tools ## End-to-end tests against a real containerd 2.x and CRI-O 1.36 (both pid modes) + runc + CRI (root).
 	$(GO) test -count=1 -v ./test/e2e/
 
 demo: tools ## The main job in one command (root): containerd + nri-cni, two pods, ping over net1, teardown.

@@ -122,8 +122,13 @@ func benchContainerd(ctx context.Context, e *env, rep *report, n int) error {
 }
 
 func podCycle(ctx context.Context, cri *harness.CRI, name string) (run, stop, remove time.Duration, err error) {
+	return podCycleSpec(ctx, cri, harness.PodSpec{Name: name, Namespace: "bench", UID: harness.RandomName("uid-")})
+}
+
+// podCycleSpec runs, stops and removes one pod and times each call.
+func podCycleSpec(ctx context.Context, cri *harness.CRI, spec harness.PodSpec) (run, stop, remove time.Duration, err error) {
 	t0 := time.Now()
-	id, err := cri.RunPod(ctx, harness.PodSpec{Name: name, Namespace: "bench", UID: harness.RandomName("uid-")})
+	id, err := cri.RunPod(ctx, spec)
 	if err != nil {
 		return 0, 0, 0, err
 	}

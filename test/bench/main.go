@@ -55,7 +55,7 @@ type env struct {
 func main() {
 	out := flag.String("out", "bin/bench.json", "JSON results file")
 	quick := flag.Bool("quick", false, "fewer iterations (smoke run)")
-	only := flag.String("only", "", "run one section: engine, nri, containerd, scale, hook")
+	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -120,6 +120,7 @@ func run(ctx context.Context, quick bool, only string) (*report, error) {
 		{"engine", func() error { return benchEngine(ctx, e, rep, n(300, 30)) }},
 		{"nri", func() error { return benchNRI(ctx, e, rep, n(300, 20)) }},
 		{"containerd", func() error { return benchContainerd(ctx, e, rep, n(100, 20)) }},
+		{"crio", func() error { return benchCRIO(ctx, e, rep, n(100, 20)) }},
 		{"scale", func() error { return benchScale(ctx, e, rep, n(1000, 200)) }},
 		{"hook", func() error { return benchHook(ctx, e, rep, n(100, 15)) }},
 	}
@@ -145,7 +146,7 @@ func print(rep *report) {
 				mark = "MISSED"
 			}
 		}
-		fmt.Printf("%-12s %-58s %9.2f %-3s %-10s %s\n", r.Section, r.Metric, r.Value, r.Unit, r.Target, mark)
+		fmt.Printf("%-12s %-58s %9.2f %-3s %-10s %-6s %s\n", r.Section, r.Metric, r.Value, r.Unit, r.Target, mark, r.Note)
 	}
 }
 

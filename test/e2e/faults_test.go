@@ -11,29 +11,32 @@ import (
 	"github.com/nri-cni/nri-cni/test/harness"
 )
 
-// A hanging plugin must end in nri-cni's own error before containerd's 2s
-// plugin_request_timeout, or containerd drops nri-cni for good.
+// A hanging plugin must end in nri-cni's own error before the runtime's 2s
+// plugin request timeout, or the runtime drops nri-cni for good (both log
+// "closing plugin" when they do).
 func TestHangingPluginFailsThePodWithinTheDeadline(t *testing.T) {
-	s := newSuite(t, suiteOpts{recorder: map[string]any{"sleep": "30s"}})
-	dropped := s.ctd.CountLog("closing plugin 10-nri-cni") // this test's own, not earlier ones
-	start := time.Now()
-	_, err := s.run(harness.PodSpec{Name: "stuck"})
-	took := time.Since(start)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `plugin type="cni-recorder"`, "names the plugin")
-	assert.Contains(t, err.Error(), "timed out")
-	s.assertNoLeaks()
-	assert.Equal(t, dropped, s.ctd.CountLog("closing plugin 10-nri-cni"), "containerd did not drop nri-cni")
-	t.Logf("RunPodSandbox failed after %s", took.Round(time.Millisecond))
+	forRuntimes(t, func(t *testing.T, rt harness.Runtime) {
+		s := newSuite(t, rt, suiteOpts{recorder: map[string]any{"sleep": "30s"}})
+		dropped := rt.CountLog("closing plugin 10-nri-cni") // this test's own, not earlier ones
+		start := time.Now()
+		_, err := s.run(harness.PodSpec{Name: "stuck"})
+		took := time.Since(start)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `plugin type="cni-recorder"`, "names the plugin")
+		assert.Contains(t, err.Error(), "timed out")
+		s.assertNoLeaks()
+		assert.Equal(t, dropped, rt.CountLog("closing plugin 10-nri-cni"), "the runtime did not drop nri-cni")
+		t.Logf("RunPodSandbox failed after %s", took.Round(time.Millisecond))
 
-	// Still connected and serving: the next event reaches it.
-	_, err = s.run(harness.PodSpec{Name: "stuck-too"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "cni-recorder")
+		// Still connected and serving: the next event reaches it.
+		_, err = s.run(harness.PodSpec{Name: "stuck-too"})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cni-recorder")
+	})
 }
 
 func TestFailurePolicyIgnoreStartsThePod(t *testing.T) {
-	s := newSuite(t, suiteOpts{
+	s := newSuite(t, world.ctd, suiteOpts{
 		recorder: map[string]any{"failOn": "ADD", "failMsg": "switch unreachable"},
 		edit:     func(_ string, c *harness.PluginConfig) { c.FailurePolicy = "ignore" },
 	})
@@ -53,7 +56,7 @@ func TestBrokenPluginsGiveClearErrors(t *testing.T) {
 		"garbage": {"garbage": true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newSuite(t, suiteOpts{recorder: rec})
+			s := newSuite(t, world.ctd, suiteOpts{recorder: rec})
 			_, err := s.run(harness.PodSpec{Name: "victim-" + name})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "cni-recorder")

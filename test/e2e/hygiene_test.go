@@ -81,18 +81,15 @@ func leftoverPods(address string) []string {
 	return left
 }
 
-// reportRuntimeTrouble prints containerd's lines about sandboxes whose
-// failed start it could not clean up (they stay listed, NOTREADY after a
-// restart: the case nri-cni's resync must not attach) and about plugins it
-// dropped (a handler overran its deadline, or a plugin died mid-request).
-func reportRuntimeTrouble(logPath string) {
-	data, err := os.ReadFile(logPath)
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(data), "\n") {
+// reportRuntimeTrouble prints a runtime's lines about sandboxes whose
+// failed start it could not clean up (containerd keeps them listed, NOTREADY
+// after a restart: the case nri-cni's resync must not attach) and about
+// plugins it dropped (a handler overran its deadline, or a plugin died
+// mid-request).
+func reportRuntimeTrouble(rt harness.Runtime) {
+	for _, line := range strings.Split(rt.LogTail(1<<30), "\n") {
 		if strings.Contains(line, "encountered an error cleaning up failed sandbox") || strings.Contains(line, "closing plugin") {
-			fmt.Fprintln(os.Stderr, "e2e: containerd:", line)
+			fmt.Fprintf(os.Stderr, "e2e: %s: %s\n", runtimeName(rt), line)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func capsNet(t *testing.T, dir, record string) harness.Secondary {
 func TestSelectionNamespacesAndCapabilities(t *testing.T) {
 	var caps harness.Secondary
 	var capsRecord string
-	s := newSuite(t, suiteOpts{edit: func(dir string, c *harness.PluginConfig) {
+	s := newSuite(t, world.ctd, suiteOpts{edit: func(dir string, c *harness.PluginConfig) {
 		capsRecord = filepath.Join(dir, "caps-calls.jsonl")
 		caps = capsNet(t, dir, capsRecord)
 		c.PodSelection = true

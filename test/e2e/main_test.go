@@ -1,13 +1,16 @@
-// Package e2e runs nri-cni against a real containerd 2.x (started by the
-// harness with NRI on private sockets), real runc, the reference CNI plugins
-// and a CRI client over gRPC. Root only; in `make test` and `make e2e`.
+// Package e2e runs nri-cni against a real containerd 2.x and a real CRI-O
+// 1.36 (started by the harness with NRI on private sockets; CRI-O twice: infra
+// container kept and dropped), real runc, the reference CNI plugins and a CRI
+// client over gRPC. Root only; in `make test` and `make e2e`.
 package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,12 +18,16 @@ import (
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
-// world is shared by the package's tests: one containerd (tests attach their
-// own nri-cni to it, one at a time), the binaries and the pause image.
+// world is shared by the package's tests: one containerd and two CRI-Os
+// (tests attach their own nri-cni to them, one at a time), the binaries and
+// the pause image.
 var world struct {
 	dir         string
 	tools       harness.Tools
 	ctd         *harness.Containerd
+	crioKept    *harness.CRIO // drop_infra_ctr = false: NRI gets the pause pid
+	crioDropped *harness.CRIO // drop_infra_ctr = true (the kubelet's setup): NRI Pid 0
+	runtimes    []harness.Runtime
 	bin         string // nri-cni
 	recorderDir string
 	pauseTar    string
@@ -62,22 +69,74 @@ func setupAndRun(m *testing.M) int {
 	if err := harness.BuildPauseImageTar(ctx, dir, world.pauseTar); err != nil {
 		return fail(err)
 	}
-	ctd, err := startContainerd(ctx, filepath.Join(dir, "ctd"))
-	if err != nil {
+	if err := startWorld(ctx, dir); err != nil {
+		closeWorld()
 		return fail(err)
 	}
-	world.ctd = ctd
 	code := m.Run()
-	reportRuntimeTrouble(ctd.LogPath)
-	if left := leftoverPods(ctd.Address); len(left) > 0 {
-		fmt.Fprintln(os.Stderr, "e2e teardown: pods left in the shared containerd:", left)
-		code = 1
+	for _, rt := range world.runtimes {
+		reportRuntimeTrouble(rt)
+		if left := leftoverPods(rt.CRIAddress()); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "e2e teardown: pods left in the shared %s: %v\n", runtimeName(rt), left)
+			code = 1
+		}
 	}
-	if err := ctd.Close(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+	if !closeWorld() {
 		code = 1
 	}
 	return code
+}
+
+// startWorld starts the shared runtimes side by side: containerd and the two
+// CRI-Os (each loads the pause image into its own storage).
+func startWorld(ctx context.Context, dir string) error {
+	var wg sync.WaitGroup
+	var ctdErr, keptErr, droppedErr error
+	wg.Add(3)
+	go func() { defer wg.Done(); world.ctd, ctdErr = startContainerd(ctx, filepath.Join(dir, "ctd")) }()
+	go func() { defer wg.Done(); world.crioKept, keptErr = startCRIO(ctx, filepath.Join(dir, "ck"), false) }()
+	go func() {
+		defer wg.Done()
+		world.crioDropped, droppedErr = startCRIO(ctx, filepath.Join(dir, "cd"), true)
+	}()
+	wg.Wait()
+	if err := errors.Join(ctdErr, keptErr, droppedErr); err != nil {
+		return err
+	}
+	world.runtimes = []harness.Runtime{world.ctd, world.crioKept, world.crioDropped}
+	return nil
+}
+
+// closeWorld stops the shared runtimes (those that started) and reports
+// what they left behind; false if anything went wrong.
+func closeWorld() bool {
+	ok := true
+	if world.ctd != nil {
+		if err := world.ctd.Close(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e teardown: containerd:", err)
+			ok = false
+		}
+	}
+	for _, c := range []*harness.CRIO{world.crioKept, world.crioDropped} {
+		if c == nil {
+			continue
+		}
+		if err := c.Close(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e teardown:", runtimeName(c), err)
+			ok = false
+		}
+		if left := c.Leftovers(); len(left) > 0 {
+			fmt.Fprintln(os.Stderr, "e2e teardown: left behind by", runtimeName(c), left)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// startCRIO starts a private CRI-O in dir with the shared pause image.
+func startCRIO(ctx context.Context, dir string, dropInfra bool) (*harness.CRIO, error) {
+	return harness.StartCRIO(ctx, harness.CRIOOpts{Dir: dir, Tools: world.tools, CRIOBinDir: world.tools.CRIODir,
+		DropInfra: dropInfra, PauseTar: world.pauseTar})
 }
 
 // startContainerd starts a private containerd in dir and imports the pause

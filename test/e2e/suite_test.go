@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,19 +15,21 @@ import (
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
-// suite is one test's nri-cni attached to the shared containerd: its own
+// suite is one test's nri-cni attached to one of the shared runtimes: its own
 // secondary network (bridge + host-local, then the recorder), config, state
 // and cache, and the pods it created.
 type suite struct {
 	t       *testing.T
 	ctx     context.Context
-	ctd     *harness.Containerd
+	rt      harness.Runtime
 	cri     *harness.CRI
 	net     harness.Secondary
 	cfg     harness.PluginConfig
 	plugin  *harness.Plugin
 	record  string
 	cfgPath string
+	// pluginArgs are suiteOpts.pluginArgs, for restarts.
+	pluginArgs []string
 
 	mu   sync.Mutex
 	pods []string
@@ -36,18 +39,22 @@ type suiteOpts struct {
 	recorder map[string]any // extra keys for the recorder chained after bridge
 	// edit may change the config and add networks to its confDir.
 	edit func(dir string, cfg *harness.PluginConfig)
+	// pluginArgs are added to `nri-cni run` (e.g. --metrics-addr).
+	pluginArgs []string
 }
 
-func newSuite(t *testing.T, o suiteOpts) *suite {
+// newSuite attaches a fresh nri-cni to rt (world.ctd or a world CRI-O).
+func newSuite(t *testing.T, rt harness.Runtime, o suiteOpts) *suite {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	s := &suite{t: t, ctx: ctx, ctd: world.ctd, record: filepath.Join(dir, "calls.jsonl")}
+	s := &suite{t: t, ctx: ctx, rt: rt, record: filepath.Join(dir, "calls.jsonl")}
 	rec := map[string]any{"type": "cni-recorder", "recordFile": s.record}
 	for k, v := range o.recorder {
 		rec[k] = v
 	}
+	s.pluginArgs = o.pluginArgs
 	var err error
 	s.net, s.cfg, s.cfgPath = pluginSetup(t, dir, rec)
 	if o.edit != nil {
@@ -55,14 +62,14 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 		require.NoError(t, s.cfg.Write(s.cfgPath))
 	}
 
-	s.cri = dialCRI(ctx, t, s.ctd.Address)
+	s.cri = dialCRI(ctx, t, rt.CRIAddress())
 	t.Cleanup(func() { s.cri.Close() })
 
-	s.plugin, err = harness.StartPlugin(ctx, s.ctd, world.bin, s.cfgPath, s.cfg)
+	s.plugin, err = harness.StartPlugin(ctx, rt, world.bin, s.cfgPath, s.cfg, o.pluginArgs...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Pods first (so nri-cni tears them down), then the plugin.
-		cleanupPods(t, s.ctd.Address)
+		cleanupPods(t, rt.CRIAddress())
 		if s.plugin != nil {
 			if err := s.plugin.Stop(); err != nil {
 				t.Error(err)
@@ -70,7 +77,7 @@ func newSuite(t *testing.T, o suiteOpts) *suite {
 		}
 		if t.Failed() {
 			t.Logf("nri-cni log:\n%s", s.cfg.Log())
-			t.Logf("containerd log tail:\n%s", s.ctd.LogTail(40))
+			t.Logf("%s log tail:\n%s", runtimeName(rt), rt.LogTail(40))
 		}
 	})
 	return s
@@ -84,6 +91,9 @@ func (s *suite) run(spec harness.PodSpec) (string, error) {
 	if spec.UID == "" {
 		spec.UID = harness.RandomName("uid-")
 	}
+	// As the kubelet asks: a pid namespace per container. Without it CRI-O
+	// keeps the infra container even with drop_infra_ctr.
+	spec.PidPerContainer = spec.PidPerContainer || isCRIO(s.rt)
 	id, err := s.cri.RunPod(s.ctx, spec)
 	if id != "" {
 		s.mu.Lock()
@@ -155,7 +165,7 @@ func (s *suite) killPlugin() {
 // startPlugin starts nri-cni again with the same config and state.
 func (s *suite) startPlugin() {
 	s.t.Helper()
-	p, err := harness.StartPlugin(s.ctx, s.ctd, world.bin, s.cfgPath, s.cfg)
+	p, err := harness.StartPlugin(s.ctx, s.rt, world.bin, s.cfgPath, s.cfg, s.pluginArgs...)
 	require.NoError(s.t, err)
 	s.plugin = p
 }
@@ -169,4 +179,41 @@ func (s *suite) count(cmd, id string) int {
 		}
 	}
 	return n
+}
+
+// callsOf returns the recorded calls of cmd for id.
+func (s *suite) callsOf(cmd, id string) []testenv.Call {
+	var out []testenv.Call
+	for _, c := range s.calls() {
+		if c.Cmd == cmd && c.ContainerID == id {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// assertAccurateLog: nri-cni logged no error, and the netns watcher did not
+// claim to have released one of ids after its Stop had released it already.
+func (s *suite) assertAccurateLog(ids ...string) {
+	s.t.Helper()
+	lines := strings.Split(s.cfg.Log(), "\n")
+	for _, l := range lines {
+		if strings.Contains(l, "level=error") {
+			s.t.Errorf("nri-cni logged an error: %s", l)
+		}
+	}
+	for _, id := range ids {
+		stopped := false
+		for _, l := range lines {
+			if !strings.Contains(l, id) {
+				continue
+			}
+			if strings.Contains(l, "event=StopPodSandbox") && strings.Contains(l, "detach done") {
+				stopped = true
+			}
+			if stopped && strings.Contains(l, "netns gone: networks released") {
+				s.t.Errorf("the netns watcher claims to release %s, which Stop released: %s", id, l)
+			}
+		}
+	}
 }

@@ -47,6 +47,12 @@ type PodSpec struct {
 	Name, Namespace, UID string
 	Labels, Annotations  map[string]string
 	HostNetwork          bool
+	// PidPerContainer sends the kubelet's default pid namespace mode
+	// (CONTAINER: each container its own). The zero value sends POD (one
+	// shared pid namespace), with which CRI-O always keeps the infra
+	// container whatever drop_infra_ctr says; CRI-O tests about the pid
+	// mode set it.
+	PidPerContainer bool
 }
 
 // SandboxConfig turns spec into the PodSandboxConfig RunPod sends.
@@ -63,6 +69,10 @@ func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 		host = ""
 		mode = runtimeapi.NamespaceMode_NODE
 	}
+	pid := runtimeapi.NamespaceMode_POD
+	if spec.PidPerContainer {
+		pid = runtimeapi.NamespaceMode_CONTAINER
+	}
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      spec.Name,
@@ -77,7 +87,7 @@ func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "",
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: &runtimeapi.NamespaceOption{Network: mode},
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: mode, Pid: pid},
 			},
 		},
 	}

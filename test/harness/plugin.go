@@ -121,9 +121,10 @@ type Plugin struct {
 	Cfg  PluginConfig
 }
 
-// StartPlugin runs `bin run --config cfgPath --socket <rt's NRI socket>` and
-// waits until the runtime reports it registered and synchronized.
-func StartPlugin(ctx context.Context, rt Runtime, bin, cfgPath string, cfg PluginConfig) (*Plugin, error) {
+// StartPlugin runs `bin run --config cfgPath --socket <rt's NRI socket>
+// [extra...]` (e.g. --metrics-addr) and waits until the runtime reports it
+// registered and synchronized.
+func StartPlugin(ctx context.Context, rt Runtime, bin, cfgPath string, cfg PluginConfig, extra ...string) (*Plugin, error) {
 	synced := rt.PluginSynced("10-nri-cni")
 	before := rt.CountLog(synced)
 	out, err := os.OpenFile(cfg.LogFile+".stderr", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -131,7 +132,7 @@ func StartPlugin(ctx context.Context, rt Runtime, bin, cfgPath string, cfg Plugi
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command(bin, "run", "--config", cfgPath, "--socket", rt.NRIAddress())
+	cmd := exec.Command(bin, append([]string{"run", "--config", cfgPath, "--socket", rt.NRIAddress()}, extra...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -20,6 +20,7 @@ type Tools struct {
 	CNIDir        string // bridge, host-local, loopback, portmap, tuning, bandwidth
 	ContainerdDir string // containerd, containerd-shim-runc-v2, ctr
 	RuncDir       string // runc
+	CRIODir       string // crio, pinns, conmon (install-crio.sh)
 }
 
 // RepoRoot returns the module's root directory.
@@ -34,8 +35,9 @@ var (
 	toolsErr  error
 )
 
-// EnsureTools runs test/tools/install.sh (idempotent; cached under
-// ~/.cache/nri-cni/tools, keyed by version) once per process.
+// EnsureTools runs test/tools/install.sh all (CNI plugins, containerd, runc,
+// CRI-O; idempotent; cached under ~/.cache/nri-cni/tools, keyed by version)
+// once per process.
 func EnsureTools() (Tools, error) {
 	toolsOnce.Do(func() {
 		cmd := exec.Command("bash", filepath.Join(RepoRoot(), "test/tools/install.sh"), "all")
@@ -53,8 +55,9 @@ func EnsureTools() (Tools, error) {
 				env[k] = v
 			}
 		}
-		tools = Tools{CNIDir: env["CNI_BIN_DIR"], ContainerdDir: env["CONTAINERD_BIN_DIR"], RuncDir: env["RUNC_BIN_DIR"]}
-		if tools.CNIDir == "" || tools.ContainerdDir == "" || tools.RuncDir == "" {
+		tools = Tools{CNIDir: env["CNI_BIN_DIR"], ContainerdDir: env["CONTAINERD_BIN_DIR"], RuncDir: env["RUNC_BIN_DIR"],
+			CRIODir: env["CRIO_BIN_DIR"]}
+		if tools.CNIDir == "" || tools.ContainerdDir == "" || tools.RuncDir == "" || tools.CRIODir == "" {
 			toolsErr = fmt.Errorf("test/tools/install.sh printed no tool dirs: %q", out)
 		}
 	})

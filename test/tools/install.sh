@@ -6,7 +6,7 @@
 # (ignored by git) links to them, and that is what the tests use.
 # Idempotent: a tool whose stamp exists is not rebuilt.
 #
-#   test/tools/install.sh [cni|runtime|apt|all]   (default: all)
+#   test/tools/install.sh [cni|runtime|apt|crio|k8s|all]   (default: all = apt, cni, runtime, crio)
 #
 # Everything comes from the Go module proxy (pinned) or Debian's packages.
 set -euo pipefail
@@ -140,6 +140,6 @@ runtime) install_runtime ;;
 apt) install_apt ;;
 k8s) bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
 crio) bash "$REPO_DIR/test/tools/install-crio.sh" ;;
-all) install_apt; install_cni; install_runtime ;;
+all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh" ;;
 *) echo "usage: $0 [cni|runtime|apt|crio|all]" >&2; exit 2 ;;
 esac
