@@ -15,7 +15,7 @@ help: ## List the targets.
 build: ## Build bin/nri-cni (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cni
 
-tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O; apt packages when root).
+tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl; apt when root).
 	bash test/tools/install.sh all
 
 lint: ## gofmt and go vet.

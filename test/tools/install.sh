@@ -140,6 +140,6 @@ runtime) install_runtime ;;
 apt) install_apt ;;
 k8s) bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
 crio) bash "$REPO_DIR/test/tools/install-crio.sh" ;;
-all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh" ;;
+all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh"; bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
 *) echo "usage: $0 [cni|runtime|apt|crio|all]" >&2; exit 2 ;;
 esac

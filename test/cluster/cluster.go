@@ -1,0 +1,330 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nri-cni/nri-cni/test/harness"
+)
+
+// Opts configures a cluster. The zero value works (as root).
+type Opts struct {
+	// Dir is the cluster's private directory; "" = a new one under the temp
+	// dir (removed by Close). Keep it short: unix socket paths live there.
+	Dir string
+	// NodeName; "" = "node-" + 8 random hex characters.
+	NodeName string
+	// Tools and RuntimeTools: zero values = the installers' output
+	// (test/tools/install-k8s.sh, test/tools/install.sh).
+	Tools        Tools
+	RuntimeTools harness.Tools
+	// PauseTar is the offline pause image tar; "" = built into Dir.
+	PauseTar string
+	// PluginRequestTimeout is containerd's NRI plugin_request_timeout.
+	PluginRequestTimeout time.Duration
+	// Audit turns on the API server's audit log (every request, Metadata
+	// level) at Cluster.AuditLog.
+	Audit bool
+	// EditKubeletConfig may change the KubeletConfiguration (a YAML map)
+	// before the kubelet starts.
+	EditKubeletConfig func(map[string]any)
+	// Logf, when set, receives Start's phases with their times.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running single-node Kubernetes.
+type Cluster struct {
+	Dir            string
+	NodeName       string
+	NodeIP         net.IP // on the dummy interface Link
+	Link           string
+	APIServerURL   string
+	Kubeconfig     string // admin (system:masters)
+	KubeletRootDir string
+	PodLogsDir     string
+	AuditLog       string // "" unless Opts.Audit
+	Tools          Tools
+	Containerd     *harness.Containerd
+	Client         *kubernetes.Clientset
+	RESTConfig     *rest.Config
+
+	id          string // in the host registry (shared.go)
+	joined      bool
+	closed      bool
+	removeDir   bool
+	host        *hostState
+	pki         *pki
+	apiPort     int
+	kubeletPort int
+
+	etcd, apiserver, controllerManager, scheduler, kubelet *proc
+}
+
+// Start brings up etcd, the API server, controller-manager, scheduler,
+// containerd (with NRI, the seccomp runc and the pause image) and the
+// kubelet; it returns once the node is Ready and namespace default has its
+// service account. On error everything started is undone.
+func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
+	c = &Cluster{Dir: o.Dir, NodeName: o.NodeName, Tools: o.Tools}
+	t0 := time.Now()
+	phase := func(what string) {
+		if o.Logf != nil {
+			o.Logf("cluster: %-32s %6.2fs", what, time.Since(t0).Seconds())
+		}
+	}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "k8s"); err != nil {
+			return nil, fmt.Errorf("cluster dir: %w", err)
+		}
+		c.removeDir = true
+	}
+	if c.NodeName == "" {
+		c.NodeName = harness.RandomName("node-")
+	}
+	c.KubeletRootDir = filepath.Join(c.Dir, "kubelet")
+	c.PodLogsDir = filepath.Join(c.Dir, "pod-logs")
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
+			c = nil
+		}
+	}()
+	if err := c.tools(ctx, &o); err != nil {
+		return c, err
+	}
+	c.id, c.Link, c.host = harness.RandomName("cluster-"), harness.RandomName("k8sn"), &hostState{}
+	cgroupRoot := "/" + harness.RandomName("nricni-")
+	reg := user{Dir: c.Dir, RemoveDir: c.removeDir, Link: c.Link, CgroupRoot: cgroupRoot}
+	if err := joinHost(c.id, reg); err != nil {
+		return c, err
+	}
+	c.joined = true
+	if c.NodeIP, err = c.host.addDummy(c.Link); err != nil {
+		return c, err
+	}
+	if err := c.host.makeCgroupRoot(cgroupRoot); err != nil {
+		return c, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return c, err
+	}
+	c.apiPort = ports[0]
+	c.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(c.apiPort)
+	cs, err := c.makePKI()
+	if err != nil {
+		return c, err
+	}
+	phase("tools, node interface, cgroups, PKI")
+	if err := c.newClient(); err != nil {
+		return c, err
+	}
+	procs, err := c.controlPlaneProcs(cs, o.Audit)
+	if err != nil {
+		return c, err
+	}
+	c.etcd, c.apiserver, c.controllerManager, c.scheduler = procs[0], procs[1], procs[2], procs[3]
+	ctdDone := make(chan error, 1)
+	go func() { err := c.startContainerd(ctx, o); phase("containerd up, pause image in"); ctdDone <- err }()
+	for _, p := range procs[:2] {
+		if err := p.start(); err != nil {
+			return c, errors.Join(err, <-ctdDone)
+		}
+	}
+	if err := c.waitAPIServer(ctx, 2*time.Minute, c.etcd, c.apiserver); err != nil {
+		return c, errors.Join(err, <-ctdDone)
+	}
+	phase("etcd and kube-apiserver ready")
+	for _, p := range procs[2:] {
+		if err := p.start(); err != nil {
+			return c, errors.Join(err, <-ctdDone)
+		}
+	}
+	if err := <-ctdDone; err != nil {
+		return c, err
+	}
+	if err := c.writeKubelet(o.EditKubeletConfig); err != nil {
+		return c, err
+	}
+	since := time.Now()
+	if err := c.kubelet.start(); err != nil {
+		return c, err
+	}
+	phase("kubelet started")
+	if err := c.waitNodeReady(ctx, since, 3*time.Minute); err != nil {
+		return c, err
+	}
+	phase("node Ready")
+	err = c.waitDefaultServiceAccount(ctx, 2*time.Minute)
+	phase("default service account")
+	return c, err
+}
+
+// tools fills in the tool dirs the options left empty (running the installers).
+func (c *Cluster) tools(ctx context.Context, o *Opts) error {
+	var err error
+	if c.Tools.K8sDir == "" {
+		if c.Tools, err = EnsureTools(ctx); err != nil {
+			return err
+		}
+	}
+	if o.RuntimeTools.ContainerdDir == "" {
+		if o.RuntimeTools, err = harness.EnsureTools(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startContainerd starts the harness containerd with the seccomp runc and
+// imports the pause image.
+func (c *Cluster) startContainerd(ctx context.Context, o Opts) error {
+	tar := o.PauseTar
+	if tar == "" {
+		tar = filepath.Join(c.Dir, "pause.tar")
+		if err := harness.BuildPauseImageTar(ctx, filepath.Join(c.Dir, "pause-build"), tar); err != nil {
+			return err
+		}
+	}
+	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{
+		Dir: filepath.Join(c.Dir, "ctd"), Tools: o.RuntimeTools, PluginRequestTimeout: o.PluginRequestTimeout,
+		RuncBinary: c.Tools.bin("runc"),
+	})
+	if err != nil {
+		return err
+	}
+	c.Containerd = ctd
+	ep := "unix://" + ctd.Address
+	crictl := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n", ep, ep)
+	if err := os.WriteFile(c.CrictlConfig(), []byte(crictl), 0o644); err != nil {
+		return fmt.Errorf("crictl config: %w", err)
+	}
+	return harness.ImportImage(ctx, filepath.Join(o.RuntimeTools.ContainerdDir, "ctr"), ctd.Address, tar)
+}
+
+// RestartContainerd restarts the node's containerd (pods keep running).
+func (c *Cluster) RestartContainerd(ctx context.Context) error { return c.Containerd.Restart(ctx) }
+
+// Kubectl runs the pinned kubectl as the admin and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Tools.bin("kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Env = append(procEnv, "HOME="+c.Dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
+	}
+	return string(out), nil
+}
+
+// CrictlConfig is the crictl config file pointing at the node's containerd.
+func (c *Cluster) CrictlConfig() string { return filepath.Join(c.Dir, "crictl.yaml") }
+
+// Crictl runs the pinned crictl against the node's containerd.
+func (c *Cluster) Crictl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Tools.bin("crictl"), append([]string{"--config", c.CrictlConfig()}, args...)...)
+	cmd.Env = procEnv
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("crictl %v: %w\n%s", args, err, out)
+	}
+	return string(out), nil
+}
+
+// Pids are the pids of the running components by name (containerd too).
+func (c *Cluster) Pids() map[string]int {
+	m := map[string]int{}
+	for _, p := range c.procs() {
+		if pid := p.pid(); pid > 0 {
+			m[p.name] = pid
+		}
+	}
+	if c.Containerd != nil {
+		m["containerd"] = c.Containerd.Pid()
+	}
+	return m
+}
+
+// RSS is the resident set size, in KiB, of each running component.
+func (c *Cluster) RSS() map[string]int {
+	m := map[string]int{}
+	for name, pid := range c.Pids() {
+		m[name] = rssKiB(pid)
+	}
+	return m
+}
+
+func (c *Cluster) procs() []*proc {
+	var ps []*proc
+	for _, p := range []*proc{c.kubelet, c.controllerManager, c.scheduler, c.apiserver, c.etcd} {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// Close stops everything in order (kubelet → pods and containerd →
+// controller-manager and scheduler → API server → etcd), then undoes what the
+// kubelet changed on the host: its root dir's mounts, the pod cgroups and the
+// cgroup root, its /var/log/containers links and the node interface; the last
+// cluster on the host to close also restores the kernel tunables, removes
+// /var/log/containers and /var/lib/kubelet/device-plugins if no cluster had
+// found them, and KUBE-* iptables chains that appeared (shared.go). The
+// cluster dir is removed when Start made it.
+func (c *Cluster) Close(ctx context.Context) error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	if c.kubelet != nil {
+		c.kubelet.stop(30 * time.Second)
+	}
+	if c.Containerd != nil {
+		if err := c.Containerd.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("containerd: %w", err))
+		}
+	}
+	for _, p := range []*proc{c.controllerManager, c.scheduler, c.apiserver, c.etcd} {
+		if p != nil {
+			p.stop(15 * time.Second)
+		}
+	}
+	// The kubelet root dir (an rshared bind mount of itself, pod volumes) and
+	// whatever else is mounted in the cluster dir.
+	if c.Dir != "" {
+		if err := harness.UnmountUnder(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("cluster mounts: %w", err))
+		}
+	}
+	removeVarLogLinks(c.PodLogsDir)
+	if h := c.host; h != nil {
+		if err := h.removeCgroups(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := h.delDummy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.joined {
+		if err := leaveHost(c.id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.removeDir {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,263 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nri-cni/nri-cni/test/cluster"
+	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/testenv"
+)
+
+// hostView is what the test compares before Start and after Close.
+type hostView struct {
+	links    map[string]bool
+	mounts   map[string]bool
+	sysctls  map[string]string
+	paths    map[string]bool // the kubelet's default paths: exist?
+	chains   []string
+	ourLinks []string // filled in while the cluster runs
+}
+
+// kubeletDefaultPaths are where a kubelet writes by default; the cluster
+// points it elsewhere or cleans up.
+var kubeletDefaultPaths = []string{
+	"/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/run/kubernetes", "/etc/kubernetes",
+	"/run/nri-cni-k8s", // the cluster registry
+}
+
+func viewHost(t *testing.T) hostView {
+	t.Helper()
+	v := hostView{links: map[string]bool{}, mounts: map[string]bool{}, sysctls: cluster.ReadSysctls(),
+		chains: cluster.KubeChains()}
+	links, err := netlink.LinkList()
+	require.NoError(t, err)
+	for _, l := range links {
+		v.links[l.Attrs().Name] = true
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
+			v.mounts[fields[4]] = true
+		}
+	}
+	v.paths = map[string]bool{}
+	for _, p := range kubeletDefaultPaths {
+		_, err := os.Stat(p)
+		v.paths[p] = err == nil
+	}
+	return v
+}
+
+func TestClusterPlainPod(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	tools, err := cluster.EnsureTools(ctx)
+	require.NoError(t, err)
+	before := viewHost(t)
+
+	start := time.Now()
+	c, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Audit: true, Logf: t.Logf})
+	require.NoError(t, err)
+	t.Logf("Start → node %s Ready (and default service account) in %s", c.NodeName, time.Since(start).Round(time.Millisecond))
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			assert.NoError(t, c.Close(context.Background()))
+		}
+	})
+	pids := c.Pids()
+	dir, cgroupRoot, bridge := c.Dir, c.CgroupRoot(), c.Containerd.PrimaryBridge
+	before.ourLinks = []string{c.Link, bridge}
+
+	const name = "plain"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "pause", Image: harness.PauseImage, ImagePullPolicy: corev1.PullNever,
+			}},
+			TerminationGracePeriodSeconds: new(int64),
+		},
+	}
+	created := time.Now()
+	_, err = c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	}, 3*time.Minute, 100*time.Millisecond, "pod never Running; kubelet log %s", c.KubeletLog())
+	t.Logf("pod create → Running in %s", time.Since(created).Round(time.Millisecond))
+
+	// The pod's veth on the primary bridge must be gone after Close too.
+	br, err := netlink.LinkByName(bridge)
+	require.NoError(t, err)
+	links, err := netlink.LinkList()
+	require.NoError(t, err)
+	for _, l := range links {
+		if l.Attrs().MasterIndex == br.Attrs().Index {
+			before.ourLinks = append(before.ourLinks, l.Attrs().Name)
+		}
+	}
+	assert.Greater(t, len(before.ourLinks), 2, "the pod's veth is on the primary bridge")
+
+	out, err := c.Kubectl(ctx, "get", "pods", "-o", "wide")
+	require.NoError(t, err)
+	t.Logf("kubectl get pods -o wide:\n%s", out)
+	out, err = c.Crictl(ctx, "pods")
+	require.NoError(t, err)
+	t.Logf("crictl pods:\n%s", out)
+	for k, kib := range c.RSS() {
+		t.Logf("RSS %-24s %6d KiB", k, kib)
+	}
+	changed := cluster.ReadSysctls()
+	for k, v := range before.sysctls {
+		if changed[k] != v {
+			t.Logf("kubelet changed %s: %s → %s", k, v, changed[k])
+		}
+	}
+	t.Logf("KUBE-* chains while running: %v", cluster.KubeChains())
+
+	require.NoError(t, c.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Minute, 100*time.Millisecond, "pod never deleted")
+
+	creates, err := c.AuditEvents(func(e cluster.AuditEvent) bool {
+		return e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods" &&
+			e.ObjectRef.Subresource == "" && e.ObjectRef.Name == name
+	})
+	require.NoError(t, err)
+	assert.Len(t, creates, 1, "one pod create in the audit log")
+
+	require.NoError(t, c.Close(ctx))
+	closed = true
+	after := viewHost(t)
+	assertRestored(t, before, after, dir)
+	for comp, pid := range pids {
+		_, err := os.Stat(filepath.Join("/proc", itoa(pid)))
+		assert.True(t, os.IsNotExist(err), "%s (pid %d) still running", comp, pid)
+	}
+	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cgroupRoot))
+	assert.Empty(t, cg, "cgroups left behind")
+	_, err = os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "cluster dir removed")
+}
+
+// TestClusterSharedHostState: host state every kubelet changes (tunables,
+// /var/log/containers, the device-plugin dir) stays while any cluster runs and
+// is restored by the last to close; a failed Start cleans up after itself.
+func TestClusterSharedHostState(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tools, err := cluster.EnsureTools(ctx)
+	require.NoError(t, err)
+	before := viewHost(t)
+
+	a, err := cluster.Start(ctx, cluster.Opts{Tools: tools})
+	require.NoError(t, err)
+	aClosed := false
+	t.Cleanup(func() {
+		if !aClosed {
+			assert.NoError(t, a.Close(context.Background()))
+		}
+	})
+	running := viewHost(t)
+	before.ourLinks = []string{a.Link, a.Containerd.PrimaryBridge}
+
+	// A kubelet that cannot start: Start fails, and undoes its own part only.
+	failDir := t.TempDir()
+	bad, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Dir: failDir, EditKubeletConfig: func(cfg map[string]any) {
+		cfg["port"] = 70000 // refused by the kubelet's config validation
+	}})
+	if err == nil {
+		assert.NoError(t, bad.Close(ctx))
+	}
+	require.Error(t, err)
+	t.Logf("failed Start as expected: %.300s", err)
+	assert.Empty(t, processesMentioning(failDir), "processes of the failed cluster")
+	assertNoMountsUnder(t, viewHost(t), failDir)
+	assert.Equal(t, running.sysctls, viewHost(t).sysctls, "tunables kept while cluster a runs")
+	assert.Equal(t, running.paths, viewHost(t).paths, "shared paths kept while cluster a runs")
+
+	b, err := cluster.Start(ctx, cluster.Opts{Tools: tools})
+	require.NoError(t, err)
+	before.ourLinks = append(before.ourLinks, b.Link, b.Containerd.PrimaryBridge)
+	require.NoError(t, a.Close(ctx))
+	aClosed = true
+	assert.Equal(t, running.sysctls, viewHost(t).sysctls, "tunables kept while cluster b runs")
+	assert.Equal(t, running.paths, viewHost(t).paths, "shared paths kept while cluster b runs")
+	require.NoError(t, b.Close(ctx))
+	assertRestored(t, before, viewHost(t), b.Dir)
+	assertRestored(t, before, viewHost(t), a.Dir)
+}
+
+// assertRestored compares the host after Close with before: the cluster's
+// links, mounts and processes gone, shared host state as it was.
+func assertRestored(t *testing.T, before, after hostView, dir string) {
+	t.Helper()
+	for _, l := range before.ourLinks {
+		assert.False(t, after.links[l], "link %s left behind", l)
+	}
+	for l := range after.links {
+		if !before.links[l] {
+			t.Logf("link %s appeared during the test (another test on this machine?)", l)
+		}
+	}
+	for m := range after.mounts {
+		if !before.mounts[m] {
+			t.Logf("mount %s appeared during the test", m)
+		}
+	}
+	assertNoMountsUnder(t, after, dir)
+	assert.Equal(t, before.sysctls, after.sysctls, "kernel tunables restored")
+	assert.Equal(t, before.paths, after.paths, "the kubelet's default paths as before")
+	assert.Equal(t, before.chains, after.chains, "KUBE-* iptables chains as before")
+	assert.Empty(t, processesMentioning(dir), "processes still naming %s", dir)
+}
+
+func assertNoMountsUnder(t *testing.T, v hostView, dir string) {
+	t.Helper()
+	for m := range v.mounts {
+		assert.False(t, strings.HasPrefix(m, dir+"/") || m == dir, "mount %s left behind", m)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// processesMentioning lists "pid cmdline" of the processes whose command
+// line names dir (the cluster's components and shims do).
+func processesMentioning(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), dir+"/") {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
