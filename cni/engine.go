@@ -133,6 +133,7 @@ func (a Attachment) runtimeConf() *libcni.RuntimeConf {
 type Result struct {
 	IPs []string // CIDR notation
 	Mac string
+	DNS types.DNS // as the plugin returned it (often empty)
 }
 
 // Add runs ADD of network n for a.
@@ -149,6 +150,14 @@ func (e *Engine) Add(ctx context.Context, n *Network, a Attachment) (*Result, er
 // set up), then the currently loaded config. With neither there is nothing
 // nri-cni could have added, and Del returns nil.
 func (e *Engine) Del(ctx context.Context, name string, a Attachment) error {
+	return e.DelFallback(ctx, name, nil, a)
+}
+
+// DelFallback is Del with fallback (if not nil) used instead of the loaded
+// configs when libcni cached nothing: the network an ADD that failed
+// part-way ran with (libcni caches only complete ADDs), when it is not a
+// confDir network.
+func (e *Engine) DelFallback(ctx context.Context, name string, fallback *Network, a Attachment) error {
 	rt := a.runtimeConf()
 	list, cachedRT, err := e.cachedList(name, rt)
 	if err != nil {
@@ -159,6 +168,8 @@ func (e *Engine) Del(ctx context.Context, name string, a Attachment) error {
 			// DEL must see the ADD's args and capabilities.
 			rt.Args, rt.CapabilityArgs = cachedRT.Args, cachedRT.CapabilityArgs
 		}
+	} else if fallback != nil {
+		list = fallback.List
 	} else {
 		for _, n := range e.Networks() {
 			if n.Name == name {
@@ -230,7 +241,7 @@ func summarize(res types.Result, ifname string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("converting CNI result: %w", err)
 	}
-	out := &Result{}
+	out := &Result{DNS: cur.DNS}
 	ifIndex := -1
 	for i, itf := range cur.Interfaces {
 		if itf.Name == ifname && itf.Sandbox != "" {

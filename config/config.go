@@ -90,6 +90,9 @@ type Config struct {
 	PodCapabilities []string `json:"podCapabilities"`
 	// Hook configures OCI hook mode.
 	Hook HookConfig `json:"hook"`
+	// Kubernetes, when set, turns on Kubernetes mode (kubernetes.go): nil
+	// means no API client at all.
+	Kubernetes *KubernetesConfig `json:"kubernetes"`
 }
 
 // NamespaceFilter: an empty Include means every namespace; Exclude wins.
@@ -268,6 +271,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := validatePodCapabilities(c.PodCapabilities); err != nil {
+		return err
+	}
+	if err := c.Kubernetes.validate(); err != nil {
 		return err
 	}
 	for key, list := range map[string][]string{

@@ -113,25 +113,16 @@ func capabilityArgs(ann map[string]string, pc podCapabilities) (map[string]any, 
 		caps["bandwidth"] = bw
 	}
 	if v, ok := ann[AnnotationMAC]; ok {
-		mac, err := net.ParseMAC(strings.TrimSpace(v))
-		switch {
-		case err != nil:
+		mac, err := parseMAC(v)
+		if err != nil {
 			return nil, bad(AnnotationMAC, v, err)
-		case len(mac) != 6:
-			return nil, bad(AnnotationMAC, v, fmt.Errorf("want a 48-bit Ethernet address"))
-		case mac[0]&1 == 1:
-			return nil, bad(AnnotationMAC, v, fmt.Errorf("a multicast address cannot be an interface's"))
 		}
-		caps["mac"] = mac.String()
+		caps["mac"] = mac
 	}
 	if v, ok := ann[AnnotationIPs]; ok {
-		var ips []string
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if _, _, err := net.ParseCIDR(s); err != nil {
-				return nil, bad(AnnotationIPs, v, fmt.Errorf("%q: want address/prefix, e.g. 10.1.2.3/24", s))
-			}
-			ips = append(ips, s)
+		ips, err := parseCIDRs(strings.Split(v, ","))
+		if err != nil {
+			return nil, bad(AnnotationIPs, v, err)
 		}
 		caps["ips"] = ips
 	}
@@ -160,9 +151,15 @@ func parsePortMappings(v string) ([]portMapping, error) {
 	if err := dec.Decode(&pms); err != nil {
 		return nil, fmt.Errorf(`want a JSON list like [{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]: %w`, err)
 	}
+	return pms, checkPortMappings(pms)
+}
+
+// checkPortMappings validates pms and lower-cases their protocols (tcp when
+// empty).
+func checkPortMappings(pms []portMapping) error {
 	for i, pm := range pms {
 		if pm.HostPort < 1 || pm.HostPort > 65535 || pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
-			return nil, fmt.Errorf("entry %d: ports must be 1-65535", i+1)
+			return fmt.Errorf("entry %d: ports must be 1-65535", i+1)
 		}
 		switch p := strings.ToLower(pm.Protocol); p {
 		case "", "tcp", "udp", "sctp":
@@ -171,11 +168,39 @@ func parsePortMappings(v string) ([]portMapping, error) {
 				pms[i].Protocol = "tcp"
 			}
 		default:
-			return nil, fmt.Errorf("entry %d: protocol %q: want tcp, udp or sctp", i+1, pm.Protocol)
+			return fmt.Errorf("entry %d: protocol %q: want tcp, udp or sctp", i+1, pm.Protocol)
 		}
 		if pm.HostIP != "" && net.ParseIP(pm.HostIP) == nil {
-			return nil, fmt.Errorf("entry %d: hostIP %q is not an IP address", i+1, pm.HostIP)
+			return fmt.Errorf("entry %d: hostIP %q is not an IP address", i+1, pm.HostIP)
 		}
 	}
-	return pms, nil
+	return nil
+}
+
+// parseMAC accepts a unicast 48-bit Ethernet address.
+func parseMAC(v string) (string, error) {
+	mac, err := net.ParseMAC(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		return "", err
+	case len(mac) != 6:
+		return "", fmt.Errorf("want a 48-bit Ethernet address")
+	case mac[0]&1 == 1:
+		return "", fmt.Errorf("a multicast address cannot be an interface's")
+	}
+	return mac.String(), nil
+}
+
+// parseCIDRs accepts addresses with a prefix length (what the ips
+// capability's IPAMs take).
+func parseCIDRs(list []string) ([]string, error) {
+	var ips []string
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if _, _, err := net.ParseCIDR(s); err != nil {
+			return nil, fmt.Errorf("%q: want address/prefix, e.g. 10.1.2.3/24", s)
+		}
+		ips = append(ips, s)
+	}
+	return ips, nil
 }

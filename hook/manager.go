@@ -50,6 +50,9 @@ type Sandbox struct {
 	// Annotations of the pod (or container): network selection and
 	// capability args.
 	Annotations map[string]string
+	// IPs are the runtime's own network's addresses (NRI pod Ips), for the
+	// default entry of the network-status.
+	IPs []string
 }
 
 // Manager attaches and detaches CNI networks for sandboxes.
@@ -77,6 +80,10 @@ type Manager struct {
 	// podCaps: the capability annotations pods may use (cfg.PodCapabilities,
 	// computed once).
 	podCaps podCapabilities
+
+	// source and sink: Kubernetes mode (kubernetes.go); nil without it.
+	source NetworkSource
+	sink   StatusSink
 }
 
 // Observer is told about every CNI operation.
@@ -105,15 +112,19 @@ func (m *Manager) noteNetns(path string) {
 }
 
 // NewManager wires a Manager. log may be nil (discarded).
-func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *state.Store, log *logrus.Entry) *Manager {
+func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *state.Store, log *logrus.Entry, opts ...Option) *Manager {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(discard{})
 		log = logrus.NewEntry(l)
 	}
-	return &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks(),
+	m := &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks(),
 		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$"),
 		podCaps:    newPodCapabilities(cfg.PodCapabilities)}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 type discard struct{}
@@ -158,12 +169,22 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 
 // attachLocked is attach with the GC lock (shared) and sb's lock (unlock)
 // taken: it releases both, or hands them to a rollback that outlives it.
-func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, unlock func()) (*state.Record, error) {
+func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, unlock func()) (_ *state.Record, err error) {
 	handedOff := false
+	// failedNet names the network whose ADD failed; attachedNow is set once
+	// this call attached the sandbox (for the status sink).
+	var failedNet string
+	var attached *state.Record
 	defer func() {
 		if !handedOff {
 			unlock()
 			m.gcMu.RUnlock()
+		}
+		switch {
+		case err != nil && !errors.Is(err, ErrKnown):
+			m.reportFailure(sb, failedNet, err)
+		case attached != nil:
+			m.reportAttached(sb, attached)
 		}
 	}()
 
@@ -216,10 +237,13 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		return nil, nil
 	}
 	// Before the intent record: a pod asking for a capability the admin did
-	// not grant gets nothing attached.
-	caps, err := capabilityArgs(sb.Annotations, m.podCaps)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	// not grant gets nothing attached. NPWG selections carry their own
+	// (checked by planNPWG); the pod's capability annotations are not theirs.
+	var caps map[string]any
+	if len(plan) > 0 && !plan[0].ownCaps {
+		if caps, err = capabilityArgs(sb.Annotations, m.podCaps); err != nil {
+			return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+		}
 	}
 
 	now := time.Now().UTC()
@@ -229,7 +253,7 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		Phase: state.PhaseAdding, Created: now, Updated: now,
 	}
 	for _, a := range plan {
-		rec.Networks = append(rec.Networks, state.Network{Name: a.net.Name, IfName: a.ifname})
+		rec.Networks = append(rec.Networks, state.Network{Name: a.net.Name, IfName: a.ifname, NAD: a.nad})
 	}
 	// Persist the intent first: if we die mid-ADD, teardown knows what to DEL.
 	if err := m.store.Put(rec); err != nil {
@@ -238,14 +262,22 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 
 	for i, a := range plan {
 		nl := log.WithFields(logrus.Fields{"network": a.net.Name, "ifname": a.ifname})
-		res, err := m.add(ctx, a.net, cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: caps})
+		if a.nad != "" {
+			nl = nl.WithField("nad", a.nad)
+		}
+		acaps := caps
+		if a.ownCaps {
+			acaps = a.caps
+		}
+		res, err := m.add(ctx, a.net, cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: acaps})
 		if err != nil {
+			failedNet = attachmentName(a)
 			nl.WithError(err).Error("CNI ADD failed, rolling back")
 			handedOff = true
 			m.rollback(ctx, log, rec, unlock)
 			return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 		}
-		rec.Networks[i].IPs, rec.Networks[i].Mac = res.IPs, res.Mac
+		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
 		nl.WithField("ips", res.IPs).Info("network attached")
 	}
 	m.noteNetns(rec.Netns)
@@ -256,7 +288,17 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		m.rollback(ctx, log, rec, unlock)
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
+	attached = rec
 	return rec, nil
+}
+
+// dnsOf keeps a result's DNS section if it says anything.
+func dnsOf(res *cni.Result) *state.DNS {
+	d := res.DNS
+	if len(d.Nameservers) == 0 && d.Domain == "" && len(d.Search) == 0 && len(d.Options) == 0 {
+		return nil
+	}
+	return &state.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
 }
 
 func (m *Manager) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.Result, error) {
@@ -340,7 +382,7 @@ func timed(log *logrus.Entry, what string, op func() error) error {
 // Build wires a Manager from a config: the state dir, the host-netns
 // resolver and the CNI engine with the configs loaded (validated against the
 // plugin binaries unless noValidate). skipped names each invalid config file.
-func Build(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool) (mgr *Manager, skipped []error, err error) {
+func Build(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, opts ...Option) (mgr *Manager, skipped []error, err error) {
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
 		return nil, nil, err
@@ -353,5 +395,5 @@ func Build(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate
 	if skipped, err = engine.Reload(ctx); err != nil {
 		return nil, nil, err
 	}
-	return NewManager(cfg, engine, resolver, store, log), skipped, nil
+	return NewManager(cfg, engine, resolver, store, log, opts...), skipped, nil
 }

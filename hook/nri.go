@@ -254,5 +254,6 @@ func sandboxOf(pod *api.PodSandbox) (Sandbox, string) {
 		Pid:         pod.GetPid(),
 		Pinned:      netnsPath,
 		Annotations: pod.GetAnnotations(),
+		IPs:         pod.GetIps(),
 	}, netnsPath
 }

@@ -31,6 +31,13 @@ var ErrBadAnnotation = errors.New("invalid annotation")
 type attachment struct {
 	net    *cni.Network
 	ifname string
+	// nad is the NetworkAttachmentDefinition ("namespace/name") of an NPWG
+	// selection; empty for confDir networks.
+	nad string
+	// caps (with ownCaps) is this attachment's runtimeConfig, from its NPWG
+	// selection element; otherwise the pod's capability annotations apply.
+	caps    map[string]any
+	ownCaps bool
 }
 
 // ifnameRe: what the kernel accepts, minus '/', ':' and whitespace.
@@ -43,6 +50,16 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 		return nil, fmt.Sprintf("namespace %q is filtered out (config namespaces)", sb.Pod.Namespace), nil
 	}
 	value, annotated := sb.Annotations[AnnotationNetworks]
+	if npwgValue, ok := sb.Annotations[AnnotationNPWGNetworks]; ok && m.npwg() {
+		if annotated && m.cfg.PodSelection {
+			return nil, "", ErrBothAnnotations
+		}
+		if strings.TrimSpace(npwgValue) == "" {
+			return nil, fmt.Sprintf("opted out (empty %s annotation)", AnnotationNPWGNetworks), nil
+		}
+		plan, err := m.planNPWG(sb, npwgValue)
+		return plan, "", err
+	}
 	if m.cfg.PodSelection && m.cfg.RequireAnnotation && !annotated {
 		return nil, SkipNotRequested, nil
 	}
@@ -96,19 +113,6 @@ func (m *Manager) parseSelection(value string) ([]attachment, string, error) {
 		}
 		plan = append(plan, attachment{net: n, ifname: ifname})
 	}
-	next := 0
-	for i := range plan {
-		if plan[i].ifname != "" {
-			continue
-		}
-		for {
-			name := m.cfg.Ifname(next)
-			next++
-			if !taken[name] {
-				plan[i].ifname, taken[name] = name, true
-				break
-			}
-		}
-	}
+	m.nameInterfaces(plan, taken)
 	return plan, "", nil
 }

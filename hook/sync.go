@@ -61,6 +61,7 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 		return m.usableNetns(rec) != ""
 	})}
 	if !opts.AttachMissing {
+		m.reportLive(live)
 		return res
 	}
 	for _, sb := range live {
@@ -81,6 +82,9 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 			res.Attached++
 		}
 	}
+	// Pods attached just now were reported by their attach; reporting them
+	// again is harmless (the sink keeps the latest per pod).
+	m.reportLive(live)
 	return res
 }
 

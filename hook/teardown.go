@@ -97,11 +97,12 @@ func (m *Manager) teardown(ctx context.Context, log *logrus.Entry, rec *state.Re
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
 		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
-		err := m.del(ctx, n.Name, a)
+		fallback := m.nadFallback(n)
+		err := m.delWith(ctx, n.Name, fallback, a)
 		if err != nil && nsPath != "" {
 			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")
 			a.Netns = ""
-			err = m.del(ctx, n.Name, a)
+			err = m.delWith(ctx, n.Name, fallback, a)
 		}
 		if err != nil {
 			nl.WithError(err).Error("CNI DEL failed")
@@ -115,13 +116,19 @@ func (m *Manager) teardown(ctx context.Context, log *logrus.Entry, rec *state.Re
 
 // del runs one bounded DEL; "already gone" counts as done.
 func (m *Manager) del(ctx context.Context, name string, a cni.Attachment) error {
+	return m.delWith(ctx, name, nil, a)
+}
+
+// delWith is del with the network to use when libcni cached none for a (a
+// NetworkAttachmentDefinition's, whose ADD failed part-way).
+func (m *Manager) delWith(ctx context.Context, name string, fallback *cni.Network, a cni.Attachment) error {
 	cctx, cancel, err := cni.Budget(ctx, m.cfg.CNITimeout.D(), m.margin)
 	if err != nil {
 		return fmt.Errorf("network %q: %w", name, err)
 	}
 	defer cancel()
 	start := time.Now()
-	err = m.engine.Del(cctx, name, a)
+	err = m.engine.DelFallback(cctx, name, fallback, a)
 	switch {
 	case cni.IsAlreadyGone(err):
 		err = nil
@@ -175,7 +182,7 @@ func (m *Manager) oursFilter() func(network, ifname string) bool {
 		if !nets[network] {
 			return false
 		}
-		if m.cfg.PodSelection {
+		if m.cfg.PodSelection || m.npwg() {
 			return ifname != "eth0" && ifname != "lo"
 		}
 		return m.autoIfname.MatchString(ifname)

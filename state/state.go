@@ -50,10 +50,25 @@ const (
 
 // Network is one attached (or being attached) network.
 type Network struct {
+	// Name is the CNI network name: libcni's cache key, used by DEL.
 	Name   string   `json:"name"`
 	IfName string   `json:"ifname"`
 	IPs    []string `json:"ips,omitempty"`
 	Mac    string   `json:"mac,omitempty"`
+	// NAD is the NetworkAttachmentDefinition ("namespace/name") the network
+	// came from (Kubernetes mode), for network-status; empty for confDir
+	// networks.
+	NAD string `json:"nad,omitempty"`
+	// DNS is what the ADD result said about DNS, if anything.
+	DNS *DNS `json:"dns,omitempty"`
+}
+
+// DNS is a CNI result's DNS section.
+type DNS struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Domain      string   `json:"domain,omitempty"`
+	Search      []string `json:"search,omitempty"`
+	Options     []string `json:"options,omitempty"`
 }
 
 // Record is what nri-cni knows about one sandbox's attachments.

@@ -43,7 +43,11 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	}
 	defer closeLog()
 	log := logrus.NewEntry(logger)
-	mgr, err := buildManager(ctx, cfg, log)
+	kubeOpts, err := a.kubernetesOptions(ctx, cfg, log)
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	mgr, err := buildManagerOpts(ctx, cfg, log, false, kubeOpts...)
 	if err != nil {
 		return a.fail("%v", err)
 	}
@@ -114,6 +118,11 @@ func (a *app) prelaunched(ctx context.Context) int {
 		}
 		level, _ := logrus.ParseLevel(cfg.LogLevel)
 		logger.SetLevel(level)
+		if cfg.Kubernetes != nil {
+			// A pre-launched plugin gets no environment (no NODE_NAME, no
+			// in-cluster service address) and is reconfigured per connection.
+			return nil, fmt.Errorf("config from the runtime: the kubernetes section needs `nri-cni run` (external plugin, e.g. the DaemonSet); remove it for the pre-launched plugin")
+		}
 		mgr, err := buildManager(ctx, cfg, log)
 		if err != nil {
 			return nil, err
@@ -153,8 +162,8 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry) (*h
 
 // buildManagerOpts: noValidate skips the per-plugin VERSION execs (one-shot
 // commands).
-func buildManagerOpts(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool) (*hook.Manager, error) {
-	mgr, skipped, err := hook.Build(ctx, cfg, log, noValidate)
+func buildManagerOpts(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, opts ...hook.Option) (*hook.Manager, error) {
+	mgr, skipped, err := hook.Build(ctx, cfg, log, noValidate, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/kube"
+)
+
+// kubernetesOptions starts Kubernetes mode when the config has a kubernetes
+// section (NAD informer, status writer, Event recorder, all living until ctx
+// ends) and returns the Manager options that hand them over. Without the
+// section: no options, no API client.
+func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *logrus.Entry) ([]hook.Option, error) {
+	k := cfg.Kubernetes
+	if k == nil {
+		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
+		return nil, nil
+	}
+	clients, err := kube.NewClients(k, a.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	mode := kube.Start(ctx, clients, log.WithField("component", "kube"), kube.Options{})
+	source := "in-cluster"
+	if k.Kubeconfig != "" {
+		source = k.Kubeconfig
+	}
+	log.WithFields(logrus.Fields{"apiServer": clients.Host, "credentials": source, "node": clients.NodeName,
+		"npwgAnnotation": k.NPWGAnnotation, "sharedNamespaces": k.SharedNamespaces}).
+		Info("Kubernetes mode: NetworkAttachmentDefinitions from an informer cache, network-status written back (never on the attach path)")
+	go func() {
+		if err := mode.Source.WaitForSync(ctx); err == nil {
+			log.Info("Kubernetes mode: NetworkAttachmentDefinition cache synced")
+		}
+	}()
+	return []hook.Option{hook.WithNetworkSource(mode.Source), hook.WithStatusSink(mode.Status)}, nil
+}

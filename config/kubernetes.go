@@ -1,0 +1,103 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// KubernetesConfig is the `kubernetes:` section of nri.conf. Its presence
+// turns Kubernetes mode on: NetworkAttachmentDefinitions from an informer
+// cache, network-status written back to pods, Warning Events for failed
+// attaches. Without it nri-cni has no API client at all.
+type KubernetesConfig struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster
+	// (the ServiceAccount token, re-read by client-go when it rotates).
+	Kubeconfig string `json:"kubeconfig"`
+	// NodeName is this node's name (Events' source host); empty means the
+	// NODE_NAME environment variable (the downward API in the DaemonSet).
+	NodeName string `json:"nodeName"`
+	// SharedNamespaces are namespaces whose NetworkAttachmentDefinitions
+	// pods of every namespace may use. A pod may always use its own
+	// namespace's.
+	SharedNamespaces []string `json:"sharedNamespaces"`
+	// NPWGAnnotation makes nri-cni honour the NPWG annotation
+	// k8s.v1.cni.cncf.io/networks. Off by default: on a node where Multus
+	// also runs, both would attach the same networks.
+	NPWGAnnotation bool `json:"npwgAnnotation"`
+	// DefaultNetworkName names the runtime's own network (eth0) in the
+	// network-status annotation's first, default entry.
+	DefaultNetworkName string `json:"defaultNetworkName"`
+}
+
+// DefaultKubernetesNetworkName is the network-status name of the runtime's
+// own network when defaultNetworkName is not set.
+const DefaultKubernetesNetworkName = "default"
+
+// PrimaryNetworkName returns DefaultNetworkName or its default.
+func (k *KubernetesConfig) PrimaryNetworkName() string {
+	if k == nil || k.DefaultNetworkName == "" {
+		return DefaultKubernetesNetworkName
+	}
+	return k.DefaultNetworkName
+}
+
+// SharesNamespace reports whether pods of other namespaces may use the
+// NetworkAttachmentDefinitions of ns.
+func (k *KubernetesConfig) SharesNamespace(ns string) bool {
+	if k == nil {
+		return false
+	}
+	for _, s := range k.SharedNamespaces {
+		if s == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// NPWG reports whether the NPWG networks annotation is honoured.
+func (k *KubernetesConfig) NPWG() bool { return k != nil && k.NPWGAnnotation }
+
+// validNodeName: a DNS-1123 subdomain, as Kubernetes node names are.
+func validNodeName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		edge := i == 0 || i == len(s)-1
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || !edge && (c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *KubernetesConfig) validate() error {
+	if k == nil {
+		return nil
+	}
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: kubernetes.%s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
+		return bad("kubeconfig", "must be an absolute path (or empty: in-cluster), got %q", k.Kubeconfig)
+	}
+	if k.NodeName != "" && !validNodeName(k.NodeName) {
+		return bad("nodeName", "%q is not a Kubernetes node name", k.NodeName)
+	}
+	seen := map[string]bool{}
+	for i, ns := range k.SharedNamespaces {
+		if !validNamespace(ns) {
+			return bad(fmt.Sprintf("sharedNamespaces[%d]", i), "%q is not a Kubernetes namespace name", ns)
+		}
+		if seen[ns] {
+			return bad(fmt.Sprintf("sharedNamespaces[%d]", i), "%q listed twice", ns)
+		}
+		seen[ns] = true
+	}
+	if n := k.DefaultNetworkName; n != "" && !networkNameRe.MatchString(n) {
+		return bad("defaultNetworkName", "%q is not a valid network name", n)
+	}
+	return nil
+}

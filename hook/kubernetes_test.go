@@ -1,0 +1,332 @@
+package hook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// fakeSource is a NetworkSource over a map; unsynced answers
+// ErrSourceNotSynced. It counts lookups (all from memory: the hook package
+// has no API client to call).
+type fakeSource struct {
+	mu       sync.Mutex
+	unsynced bool
+	nads     map[NADRef]*cni.Network
+	lookups  int
+}
+
+func (s *fakeSource) Network(ref NADRef) (*cni.Network, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookups++
+	if s.unsynced {
+		return nil, ErrSourceNotSynced
+	}
+	n, ok := s.nads[ref]
+	if !ok {
+		return nil, ErrNoSuchNAD
+	}
+	return n, nil
+}
+
+func (s *fakeSource) set(ref NADRef, n *cni.Network) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n == nil {
+		delete(s.nads, ref)
+		return
+	}
+	s.nads[ref] = n
+}
+
+// fakeSink records what the Manager reports.
+type fakeSink struct {
+	mu       sync.Mutex
+	status   []PodNetworks
+	failures []AttachFailure
+}
+
+func (s *fakeSink) PodNetworks(p PodNetworks) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = append(s.status, p)
+}
+
+func (s *fakeSink) AttachFailed(f AttachFailure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, f)
+}
+
+func (s *fakeSink) snapshot() ([]PodNetworks, []AttachFailure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]PodNetworks(nil), s.status...), append([]AttachFailure(nil), s.failures...)
+}
+
+// kubeFixture is a fixture whose Manager runs in Kubernetes mode with the
+// NPWG annotation on (confDir holds "alpha").
+type kubeFixture struct {
+	*fixture
+	src  *fakeSource
+	sink *fakeSink
+}
+
+func newKubeFixture(t *testing.T, tune func(*config.Config)) *kubeFixture {
+	t.Helper()
+	f := newFixture(t, []string{"alpha"}, nil)
+	f.cfg.PodSelection, f.cfg.RequireAnnotation = true, true
+	f.cfg.PodCapabilities = config.KnownCapabilities()
+	f.cfg.Kubernetes = &config.KubernetesConfig{NPWGAnnotation: true, SharedNamespaces: []string{"shared"}}
+	if tune != nil {
+		tune(&f.cfg)
+	}
+	require.NoError(t, f.cfg.Validate())
+	kf := &kubeFixture{fixture: f, src: &fakeSource{nads: map[NADRef]*cni.Network{}}, sink: &fakeSink{}}
+	f.mgr = NewManager(f.cfg, f.mgr.Engine(), f.ns, f.mgr.Store(), nil, WithNetworkSource(kf.src), WithStatusSink(kf.sink))
+	return kf
+}
+
+// nad adds a NetworkAttachmentDefinition whose config is the recording
+// plugin's, named cniName, with extra plugin keys.
+func (kf *kubeFixture) nad(ref NADRef, cniName string, extra map[string]any) *cni.Network {
+	kf.t.Helper()
+	data, err := json.Marshal(recorderNet(cniName, kf.record, extra))
+	require.NoError(kf.t, err)
+	n, err := cni.Parse(data)
+	require.NoError(kf.t, err)
+	kf.src.set(ref, n)
+	return n
+}
+
+func npwgPod(id, annotation string) Sandbox {
+	sb := pod(id, 42)
+	sb.IPs = []string{"10.244.0.7", "fd00:244::7"}
+	sb.Annotations = map[string]string{AnnotationNPWGNetworks: annotation}
+	return sb
+}
+
+func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	shared := kf.nad(NADRef{"ns1", "macvlan-a"}, "cni-a", map[string]any{"capabilities": map[string]any{"ips": true, "mac": true}})
+	kf.nad(NADRef{"shared", "b"}, "cni-b", nil)
+	before := string(shared.List.Bytes)
+
+	sb := npwgPod("sb1", `[{"name":"macvlan-a","interface":"ext0","ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09",
+		"cni-args":{"vlan":100,"label":"x"}}, {"name":"b","namespace":"shared"}]`)
+	rec, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+
+	calls := kf.calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"ADD cni-a ext0", "ADD cni-b net1"}, kf.cmds())
+	assert.JSONEq(t, `{"ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09"}`, string(calls[0].RuntimeConfig))
+	assert.Empty(t, calls[1].RuntimeConfig, "an element without capability keys sends none")
+
+	// The record keeps the CNI name (DEL's cache key) and the NAD reference.
+	assert.Equal(t, []state.Network{
+		{Name: "cni-a", IfName: "ext0", IPs: []string{"10.99.0.5/24"}, NAD: "ns1/macvlan-a"},
+		{Name: "cni-b", IfName: "net1", IPs: []string{"10.99.0.5/24"}, NAD: "shared/b"},
+	}, rec.Networks)
+
+	// cni-args reached the config libcni ran and cached (DEL uses it); the
+	// source's shared network was not touched.
+	cached, _, err := kf.mgr.Engine().CNI().GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: "cni-a"},
+		&libcni.RuntimeConf{ContainerID: "sb1", IfName: "ext0"})
+	require.NoError(t, err)
+	var list struct {
+		Plugins []struct {
+			Args map[string]any `json:"args"`
+		} `json:"plugins"`
+	}
+	require.NoError(t, json.Unmarshal(cached, &list))
+	assert.Equal(t, map[string]any{"cni": map[string]any{"vlan": float64(100), "label": "x"}}, list.Plugins[0].Args)
+	assert.Equal(t, before, string(shared.List.Bytes))
+	assert.NotContains(t, string(shared.List.Plugins[0].Bytes), "args")
+
+	// Status: the runtime's network first as the default entry (bare IPs),
+	// then the NADs by reference.
+	status, failures := kf.sink.snapshot()
+	assert.Empty(t, failures)
+	require.Len(t, status, 1)
+	assert.Equal(t, PodNetworks{Namespace: "ns1", Name: "pod-sb1", UID: "uid-sb1", SandboxID: "sb1", Networks: []NetworkStatus{
+		{Name: "default", Interface: "eth0", IPs: []string{"10.244.0.7", "fd00:244::7"}, Default: true},
+		{Name: "ns1/macvlan-a", Interface: "ext0", IPs: []string{"10.99.0.5"}},
+		{Name: "shared/b", Interface: "net1", IPs: []string{"10.99.0.5"}},
+	}}, status[0])
+
+	// A NAD deleted after the attach: DEL still runs, from libcni's cache,
+	// with the ADD's runtimeConfig.
+	kf.src.set(NADRef{"ns1", "macvlan-a"}, nil)
+	require.NoError(t, kf.mgr.Detach(context.Background(), sb, true))
+	calls = kf.calls()
+	require.Len(t, calls, 4)
+	assert.Equal(t, []string{"DEL cni-b net1", "DEL cni-a ext0"}, kf.cmds()[2:])
+	assert.JSONEq(t, `{"ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09"}`, string(calls[3].RuntimeConfig))
+}
+
+func TestNPWGErrorsBeforeAnyCNICall(t *testing.T) {
+	for _, tc := range []struct {
+		name, annotation string
+		tune             func(*kubeFixture)
+		is               error
+		want             string
+	}{
+		{"cache not synced", "net-a", func(kf *kubeFixture) { kf.src.unsynced = true }, ErrSourceNotSynced,
+			"NetworkAttachmentDefinition ns1/net-a: the NetworkAttachmentDefinition cache has not synced"},
+		{"no such NAD", "net-a,missing", nil, ErrNoSuchNAD, "element 2 (ns1/missing)"},
+		{"other namespace", "other/net-a", nil, ErrNamespaceNotAllowed, `element 1 (other/net-a): NetworkAttachmentDefinition namespace not allowed: pods of namespace "ns1"`},
+		{"capability not granted", `[{"name":"net-a","mac":"02:00:00:00:00:01"}]`,
+			func(kf *kubeFixture) {
+				kf.cfg.PodCapabilities = []string{"bandwidth"}
+				kf.mgr = NewManager(kf.cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil, WithNetworkSource(kf.src), WithStatusSink(kf.sink))
+			}, ErrCapabilityNotAllowed, `element 1 (ns1/net-a) key "mac" needs capability "mac"`},
+		{"capability not declared", `[{"name":"net-a","ips":["10.1.1.1/24"]}]`, nil, ErrCapabilityNotDeclared,
+			`"ips" (key "ips") by network "cni-a"`},
+		{"bad annotation", `[{"name":"net-a","default-route":["10.0.0.1"]}]`, nil, ErrUnsupportedField, `"default-route"`},
+		{"cni-args conflict", `[{"name":"fixed","cni-args":{"owner":"pod"}}]`, nil, cni.ErrArgsConflict, `"cni-args"`},
+		{"both annotations", "net-a", func(kf *kubeFixture) {}, ErrBothAnnotations, AnnotationNetworks},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kf := newKubeFixture(t, nil)
+			kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+			kf.nad(NADRef{"other", "net-a"}, "cni-a", nil)
+			kf.nad(NADRef{"ns1", "fixed"}, "cni-f", map[string]any{"args": map[string]any{"cni": map[string]any{"owner": "admin"}}})
+			sb := npwgPod("sb1", tc.annotation)
+			if tc.name == "both annotations" {
+				sb.Annotations[AnnotationNetworks] = "alpha"
+			}
+			if tc.tune != nil {
+				tc.tune(kf)
+			}
+			_, err := kf.mgr.Attach(context.Background(), sb)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tc.is)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "pod ns1/pod-sb1")
+			assert.Empty(t, kf.calls(), "no CNI call")
+			_, gerr := kf.mgr.Store().Get("sb1")
+			assert.ErrorIs(t, gerr, state.ErrNotFound, "no record")
+			_, failures := kf.sink.snapshot()
+			require.Len(t, failures, 1, "a failed attach is reported for a Warning Event")
+			assert.Equal(t, "uid-sb1", failures[0].UID)
+			assert.ErrorIs(t, failures[0].Err, tc.is)
+		})
+	}
+}
+
+func TestNPWGSharedNamespaceAndEmptyConfig(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	// An empty spec.config: the confDir network of the NAD's name.
+	kf.src.set(NADRef{"shared", "alpha"}, &cni.Network{Name: "alpha"})
+	rec, err := kf.mgr.Attach(context.Background(), npwgPod("sb1", "shared/alpha@data0"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ADD alpha data0"}, kf.cmds())
+	assert.Equal(t, "shared/alpha", rec.Networks[0].NAD)
+
+	kf.src.set(NADRef{"shared", "nope"}, &cni.Network{Name: "nope"})
+	_, err = kf.mgr.Attach(context.Background(), npwgPod("sb2", "shared/nope"))
+	assert.ErrorIs(t, err, cni.ErrUnknownNetwork)
+	assert.Contains(t, err.Error(), "empty spec.config")
+}
+
+func TestNPWGFailedADDNamesNetworkAndPluginAndRollsBack(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "ok"}, "cni-ok", nil)
+	kf.nad(NADRef{"ns1", "broken"}, "cni-broken", map[string]any{"failOn": "ADD", "failMsg": "no vlan 7"})
+	_, err := kf.mgr.Attach(context.Background(), npwgPod("sb1", "ok,broken"))
+	require.Error(t, err)
+	// The failed network is DELed too: libcni cached nothing for it, so the
+	// DEL uses the NAD's config.
+	assert.Equal(t, []string{"ADD cni-ok net1", "ADD cni-broken net2", "DEL cni-broken net2", "DEL cni-ok net1"}, kf.cmds())
+	_, failures := kf.sink.snapshot()
+	require.Len(t, failures, 1)
+	assert.Equal(t, "ns1/broken", failures[0].Network)
+	assert.Contains(t, failures[0].Err.Error(), `plugin type="cni-recorder"`)
+	assert.Contains(t, failures[0].Err.Error(), "no vlan 7")
+}
+
+func TestNPWGOffMeansTodaysBehaviour(t *testing.T) {
+	for name, opts := range map[string]func(kf *kubeFixture) *Manager{
+		"no source": func(kf *kubeFixture) *Manager {
+			return NewManager(kf.cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil)
+		},
+		"npwgAnnotation off": func(kf *kubeFixture) *Manager {
+			cfg := kf.cfg
+			cfg.Kubernetes = &config.KubernetesConfig{}
+			return NewManager(cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil, WithNetworkSource(kf.src))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			kf := newKubeFixture(t, nil)
+			kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+			mgr := opts(kf)
+			// The NPWG annotation is not nri-cni's: with requireAnnotation
+			// the pod gets nothing (Multus may be serving it).
+			rec, err := mgr.Attach(context.Background(), npwgPod("sb1", "net-a"))
+			require.NoError(t, err)
+			assert.Nil(t, rec)
+			// nri-cni's own annotation works as before, both present or not.
+			sb := npwgPod("sb2", "net-a")
+			sb.Annotations[AnnotationNetworks] = "alpha"
+			rec, err = mgr.Attach(context.Background(), sb)
+			require.NoError(t, err)
+			require.NotNil(t, rec)
+			assert.Equal(t, []string{"ADD alpha net1"}, kf.cmds())
+			assert.Zero(t, kf.src.lookups)
+		})
+	}
+}
+
+func TestResyncReportsStatusOfAttachedPods(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	sb := npwgPod("sb1", "net-a")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	other := npwgPod("sb2", "")
+	other.Annotations = nil
+
+	kf.mgr.Sync(context.Background(), []Sandbox{sb, other}, SyncOptions{})
+	status, _ := kf.sink.snapshot()
+	require.Len(t, status, 2, "once after the attach, once after the resync; nothing for a pod without networks")
+	assert.Equal(t, status[0], status[1])
+}
+
+func TestStatusSkipsPodsWithoutUID(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	sb := npwgPod("sb1", "net-a")
+	sb.Pod.UID = ""
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	status, _ := kf.sink.snapshot()
+	assert.Empty(t, status, "the status patch is guarded by the UID: without one, nothing to write")
+}
+
+func TestNPWGInterfaceNamesAndDuplicates(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "a"}, "cni-a", nil)
+	rec, err := kf.mgr.Attach(context.Background(), npwgPod("sb1", "a,a@net1,a"))
+	require.NoError(t, err)
+	var got []string
+	for _, n := range rec.Networks {
+		got = append(got, n.IfName)
+	}
+	assert.Equal(t, []string{"net2", "net1", "net3"}, got, "explicit names first, the others skip them")
+
+	_, err = kf.mgr.Attach(context.Background(), npwgPod("sb2", "a@x1,a@x1"))
+	assert.ErrorIs(t, err, ErrBadAnnotation)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%s element 2 (ns1/a): interface \"x1\" used twice", AnnotationNPWGNetworks))
+}

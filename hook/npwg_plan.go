@@ -1,0 +1,126 @@
+package hook
+
+// Resolving the NPWG annotation into attachments: namespace isolation, the
+// podCapabilities gate, the NetworkAttachmentDefinition cache, capability
+// declaration and cni-args. Everything here reads memory only (the source's
+// cache and the loaded configs): no API call, no file read.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/nri-cni/nri-cni/config"
+)
+
+// Errors of NPWG selections (each wrapped with the element and reference).
+var (
+	// ErrNamespaceNotAllowed: the pod names a NetworkAttachmentDefinition
+	// of another namespace that kubernetes.sharedNamespaces does not list.
+	ErrNamespaceNotAllowed = errors.New("NetworkAttachmentDefinition namespace not allowed")
+	// ErrCapabilityNotDeclared: the element asks for a capability no plugin
+	// of the network declares; the NPWG spec asks to fail rather than drop it.
+	ErrCapabilityNotDeclared = errors.New("capability not declared by any plugin of the network")
+	// ErrBothAnnotations: a pod with both nri-cni.io/networks and the NPWG
+	// annotation (with both honoured) is refused: neither silently wins.
+	ErrBothAnnotations = errors.New("both " + AnnotationNetworks + " and " + AnnotationNPWGNetworks + " are set; use one")
+)
+
+// planNPWG turns the annotation's value into attachments for sb.
+func (m *Manager) planNPWG(sb Sandbox, value string) ([]attachment, error) {
+	sels, err := ParseNPWGNetworks(value, sb.Pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	plan := make([]attachment, 0, len(sels))
+	taken := map[string]bool{}
+	for i, sel := range sels {
+		where := fmt.Sprintf("%s element %d (%s)", AnnotationNPWGNetworks, i+1, sel.Ref)
+		if sel.Ref.Namespace != sb.Pod.Namespace && !m.cfg.Kubernetes.SharesNamespace(sel.Ref.Namespace) {
+			return nil, fmt.Errorf("%s: %w: pods of namespace %q may use their own namespace's NetworkAttachmentDefinitions and those of kubernetes.sharedNamespaces %v",
+				where, ErrNamespaceNotAllowed, sb.Pod.Namespace, m.sharedNamespaces())
+		}
+		caps := sel.caps()
+		for _, c := range slices.Sorted(maps.Keys(caps)) {
+			if !m.podCaps.allowed[c] {
+				return nil, &CapabilityError{Annotation: fmt.Sprintf("%s key %q", where, selectionKey(c)), Capability: c, Allowed: m.podCaps.list}
+			}
+		}
+		n, err := m.source.Network(sel.Ref)
+		if err != nil {
+			return nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s: %w", where, sel.Ref, err)
+		}
+		if n.List == nil { // empty spec.config: the confDir network of that name
+			if n, err = m.localNetwork(n.Name); err != nil {
+				return nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s has an empty spec.config: %w", where, sel.Ref, err)
+			}
+		}
+		for _, c := range slices.Sorted(maps.Keys(caps)) {
+			if !n.Declares(c) {
+				return nil, fmt.Errorf("%s: %w: %q (key %q) by network %q; add \"capabilities\": {%q: true} to a plugin that supports it",
+					where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
+			}
+		}
+		if n, err = n.WithCNIArgs(sel.CNIArgs); err != nil {
+			return nil, fmt.Errorf("%s: \"cni-args\": %w", where, err)
+		}
+		if sel.Interface != "" {
+			if taken[sel.Interface] {
+				return nil, fmt.Errorf("%w %s: interface %q used twice", ErrBadAnnotation, where, sel.Interface)
+			}
+			taken[sel.Interface] = true
+		}
+		plan = append(plan, attachment{net: n, ifname: sel.Interface, nad: sel.Ref.String(), caps: caps, ownCaps: true})
+	}
+	m.nameInterfaces(plan, taken)
+	return plan, nil
+}
+
+// selectionKey is the selection element's key of capability c.
+func selectionKey(c string) string {
+	switch c {
+	case config.CapabilityIPs:
+		return "ips"
+	case config.CapabilityMAC:
+		return "mac"
+	case config.CapabilityBandwidth:
+		return "bandwidth"
+	default:
+		return c // portMappings
+	}
+}
+
+func (m *Manager) sharedNamespaces() []string {
+	if m.cfg.Kubernetes == nil {
+		return nil
+	}
+	return m.cfg.Kubernetes.SharedNamespaces
+}
+
+// nameInterfaces gives the attachments without an interface name
+// <ifnamePrefix><n>, skipping names taken.
+func (m *Manager) nameInterfaces(plan []attachment, taken map[string]bool) {
+	next := 0
+	for i := range plan {
+		if plan[i].ifname != "" {
+			continue
+		}
+		for {
+			name := m.cfg.Ifname(next)
+			next++
+			if !taken[name] {
+				plan[i].ifname, taken[name] = name, true
+				break
+			}
+		}
+	}
+}
+
+// attachmentName is what status and events call a's network.
+func attachmentName(a attachment) string {
+	if a.nad != "" {
+		return a.nad
+	}
+	return a.net.Name
+}

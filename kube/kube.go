@@ -1,0 +1,115 @@
+// Package kube is nri-cni's Kubernetes mode: the only package that talks to
+// the API server. It implements the two interfaces the hook.Manager uses —
+// hook.NetworkSource (NADSource: NetworkAttachmentDefinitions from an
+// informer cache) and hook.StatusSink (StatusWriter: network-status patches
+// and Warning Events from a work queue) — so the attach path reads memory
+// only and never waits for the API server.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nri-cni/nri-cni/config"
+)
+
+// NodeNameEnv is where the node name comes from when the config has none
+// (the DaemonSet sets it from the downward API).
+const NodeNameEnv = "NODE_NAME"
+
+// ErrNoNodeName: neither kubernetes.nodeName nor NODE_NAME is set.
+var ErrNoNodeName = errors.New("no node name: set kubernetes.nodeName or the " + NodeNameEnv + " environment variable")
+
+// Clients are the API clients Kubernetes mode uses.
+type Clients struct {
+	Core     kubernetes.Interface
+	NAD      nadclient.Interface
+	NodeName string
+	// Host is the API server's address (for the startup log).
+	Host string
+}
+
+// NewClients builds the clients from the kubernetes section: its kubeconfig,
+// or in-cluster config (whose token file client-go re-reads as it rotates).
+func NewClients(k *config.KubernetesConfig, getenv func(string) string) (*Clients, error) {
+	node := k.NodeName
+	if node == "" {
+		node = getenv(NodeNameEnv)
+	}
+	if node == "" {
+		return nil, ErrNoNodeName
+	}
+	var rc *rest.Config
+	var err error
+	if k.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes API client (kubeconfig %q): %w", k.Kubeconfig, err)
+	}
+	rc.UserAgent = "nri-cni/" + node
+	core, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes API client: %w", err)
+	}
+	nad, err := nadclient.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
+	}
+	return &Clients{Core: core, NAD: nad, NodeName: node, Host: rc.Host}, nil
+}
+
+// Mode is Kubernetes mode running: the source and sink to hand the Manager.
+type Mode struct {
+	Source *NADSource
+	Status *StatusWriter
+}
+
+// Options tunes Start.
+type Options struct {
+	// Resync re-lists NADs this often (0 = never; the watch keeps the cache).
+	Resync time.Duration
+	// Workers write statuses (default 2).
+	Workers int
+	Status  StatusOptions
+	// Recorder overrides the Event recorder (tests); nil = core/v1 Events
+	// through a broadcaster.
+	Recorder record.EventRecorder
+}
+
+// Start runs the NAD informer, the status workers and the Event broadcaster
+// until ctx ends. It does not wait for the cache: until it has synced, pods
+// that ask for a NAD fail with hook.ErrSourceNotSynced (WaitForSync to wait).
+func Start(ctx context.Context, c *Clients, log *logrus.Entry, o Options) *Mode {
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	rec := o.Recorder
+	if rec == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Core.CoreV1().Events("")})
+		rec = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nri-cni", Host: c.NodeName})
+		go func() {
+			<-ctx.Done()
+			b.Shutdown()
+		}()
+	}
+	m := &Mode{Source: NewNADSource(c.NAD, o.Resync), Status: NewStatusWriter(c.Core, rec, log, o.Status)}
+	go m.Source.Run(ctx)
+	go m.Status.Run(ctx, o.Workers)
+	return m
+}

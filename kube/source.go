@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	nadlisters "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/listers/k8s.cni.cncf.io/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/hook"
+)
+
+// NADSource is hook.NetworkSource over an informer cache of every
+// NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) in the cluster. Network
+// reads the cache only. A changed or deleted object affects later lookups
+// only: what is attached keeps the config libcni cached at its ADD.
+type NADSource struct {
+	informer cache.SharedIndexInformer
+	lister   nadlisters.NetworkAttachmentDefinitionLister
+
+	mu     sync.Mutex // guards parsed
+	parsed map[string]parsedNAD
+}
+
+// parsedNAD memoises one object version's spec.config.
+type parsedNAD struct {
+	resourceVersion string
+	net             *cni.Network
+	err             error
+}
+
+// NewNADSource builds the informer; Run starts it. resync 0 = never.
+func NewNADSource(client nadclient.Interface, resync time.Duration) *NADSource {
+	nads := func() nadInterface { return client.K8sCniCncfIoV1().NetworkAttachmentDefinitions(metav1.NamespaceAll) }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nads().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nads().Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&nadv1.NetworkAttachmentDefinition{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &NADSource{informer: inf, lister: nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
+		parsed: map[string]parsedNAD{}}
+}
+
+type nadInterface interface {
+	List(ctx context.Context, o metav1.ListOptions) (*nadv1.NetworkAttachmentDefinitionList, error)
+	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+}
+
+// Run runs the informer until ctx ends.
+func (s *NADSource) Run(ctx context.Context) { s.informer.RunWithContext(ctx) }
+
+// HasSynced reports whether the first list has completed.
+func (s *NADSource) HasSynced() bool { return s.informer.HasSynced() }
+
+// Network implements hook.NetworkSource.
+func (s *NADSource) Network(ref hook.NADRef) (*cni.Network, error) {
+	if !s.informer.HasSynced() {
+		return nil, hook.ErrSourceNotSynced
+	}
+	obj, err := s.lister.NetworkAttachmentDefinitions(ref.Namespace).Get(ref.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w %s", hook.ErrNoSuchNAD, ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: %w", ref, err)
+	}
+	return s.parse(ref, obj)
+}
+
+// parse turns spec.config into a Network, once per object version. The
+// result is shared: the Manager copies it before adding per-pod args.
+func (s *NADSource) parse(ref hook.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
+	key := ref.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.parsed[key]; ok && p.resourceVersion == obj.ResourceVersion {
+		return p.net, p.err
+	}
+	p := parsedNAD{resourceVersion: obj.ResourceVersion}
+	if strings.TrimSpace(obj.Spec.Config) == "" {
+		// NPWG: no config means the CNI config of the object's name in the
+		// node's config dir (nri-cni's confDir).
+		p.net = &cni.Network{Name: obj.Name}
+	} else if n, err := cni.Parse([]byte(obj.Spec.Config)); err != nil {
+		p.err = fmt.Errorf("%w %s: spec.config: %w", hook.ErrBadNAD, ref, err)
+	} else {
+		n.File = "NetworkAttachmentDefinition " + key
+		p.net = n
+	}
+	if len(s.parsed) > maxParsed {
+		clear(s.parsed) // objects come and go; never grow without bound
+	}
+	s.parsed[key] = p
+	return p.net, p.err
+}
+
+// maxParsed bounds the memo (it is rebuilt on demand).
+const maxParsed = 4096
+
+// errNotSynced is returned by WaitForSync when ctx ends first.
+var errNotSynced = errors.New("NetworkAttachmentDefinition cache not synced")
+
+// WaitForSync waits until the first list completed or ctx ends.
+func (s *NADSource) WaitForSync(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		return errNotSynced
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nri-cni/nri-cni/hook"
+)
+
+// AnnotationNetworkStatus is the NPWG network-status annotation.
+const AnnotationNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
+
+// Event reasons.
+const (
+	ReasonAttachFailed = "NetworkAttachFailed"
+	fieldManager       = "nri-cni"
+)
+
+// StatusWriter is hook.StatusSink: it queues each pod's latest network
+// status and writes it from its own workers — never inside the runtime's
+// request — with a merge patch of the one annotation, guarded by the pod's
+// UID, retried with per-pod exponential backoff while the API server fails.
+// Failed attaches become Warning Events (the recorder is asynchronous too).
+type StatusWriter struct {
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	log      *logrus.Entry
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex // guards pending and seq
+	pending map[string]pendingStatus
+	seq     uint64
+}
+
+// pendingStatus is the latest status of a pod (keyed by UID) not yet
+// written; seq tells a newer one from the one a worker took.
+type pendingStatus struct {
+	pn  hook.PodNetworks
+	seq uint64
+}
+
+// StatusOptions tunes a StatusWriter; zero values take the defaults.
+type StatusOptions struct {
+	// BaseDelay and MaxDelay bound a pod's retry backoff (default 250 ms,
+	// 30 s: status catches up soon after the API server returns).
+	BaseDelay, MaxDelay time.Duration
+}
+
+// NewStatusWriter returns a writer; Run starts its workers.
+func NewStatusWriter(client kubernetes.Interface, recorder record.EventRecorder, log *logrus.Entry, o StatusOptions) *StatusWriter {
+	if o.BaseDelay <= 0 {
+		o.BaseDelay = 250 * time.Millisecond
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = 30 * time.Second
+	}
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.BaseDelay, o.MaxDelay),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-cni-network-status"})
+	return &StatusWriter{client: client, recorder: recorder, log: log, queue: q, pending: map[string]pendingStatus{}}
+}
+
+// PodNetworks implements hook.StatusSink: it queues and returns.
+func (w *StatusWriter) PodNetworks(pn hook.PodNetworks) {
+	w.mu.Lock()
+	w.seq++
+	w.pending[pn.UID] = pendingStatus{pn: pn, seq: w.seq}
+	w.mu.Unlock()
+	w.queue.Add(pn.UID)
+}
+
+// AttachFailed implements hook.StatusSink: a Warning Event on the pod
+// (the recorder queues it; it never blocks).
+func (w *StatusWriter) AttachFailed(f hook.AttachFailure) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
+	if f.Network != "" {
+		w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching network %s failed: %v", f.Network, f.Err)
+		return
+	}
+	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching networks failed: %v", f.Err)
+}
+
+// Pending is the number of pods whose status is not written yet.
+func (w *StatusWriter) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+// Run writes statuses with workers goroutines until ctx ends.
+func (w *StatusWriter) Run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w.next(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+}
+
+// next handles one queued pod; false when the queue is shut down.
+func (w *StatusWriter) next(ctx context.Context) bool {
+	uid, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(uid)
+	w.mu.Lock()
+	p, ok := w.pending[uid]
+	w.mu.Unlock()
+	if !ok {
+		w.queue.Forget(uid)
+		return true
+	}
+	log := w.log.WithFields(logrus.Fields{"pod": p.pn.Name, "namespace": p.pn.Namespace, "uid": uid})
+	err := w.write(ctx, p.pn)
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Written; or the pod is gone, or this name is another pod now (the
+		// UID guard): its own attach writes its status.
+		if err != nil {
+			log.WithError(err).Debug("network-status not written: the pod is gone or replaced")
+		}
+		w.queue.Forget(uid)
+		w.mu.Lock()
+		if cur, ok := w.pending[uid]; ok && cur.seq == p.seq {
+			delete(w.pending, uid)
+		}
+		w.mu.Unlock()
+	default:
+		log.WithError(err).WithField("retries", w.queue.NumRequeues(uid)).Warn("writing network-status failed; retrying with backoff")
+		w.queue.AddRateLimited(uid)
+	}
+	return true
+}
+
+// write patches the pod's network-status annotation, and nothing else, if
+// the pod still has pn's UID.
+func (w *StatusWriter) write(ctx context.Context, pn hook.PodNetworks) error {
+	patch, err := statusPatch(pn)
+	if err != nil {
+		return err
+	}
+	_, err = w.client.CoreV1().Pods(pn.Namespace).Patch(ctx, pn.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: fieldManager})
+	if err != nil {
+		return fmt.Errorf("patching pod %s/%s: %w", pn.Namespace, pn.Name, err)
+	}
+	return nil
+}
+
+// networkStatus is an NPWG network-status entry. "default" is always
+// written (the spec requires it).
+type networkStatus struct {
+	Name      string   `json:"name"`
+	Interface string   `json:"interface,omitempty"`
+	IPs       []string `json:"ips,omitempty"`
+	Mac       string   `json:"mac,omitempty"`
+	Default   bool     `json:"default"`
+	DNS       *dns     `json:"dns,omitempty"`
+}
+
+type dns struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Domain      string   `json:"domain,omitempty"`
+	Search      []string `json:"search,omitempty"`
+	Options     []string `json:"options,omitempty"`
+}
+
+// NetworkStatusJSON renders the annotation's value.
+func NetworkStatusJSON(pn hook.PodNetworks) (string, error) {
+	entries := make([]networkStatus, 0, len(pn.Networks))
+	for _, n := range pn.Networks {
+		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Default: n.Default}
+		if n.DNS != nil {
+			e.DNS = &dns{Nameservers: n.DNS.Nameservers, Domain: n.DNS.Domain, Search: n.DNS.Search, Options: n.DNS.Options}
+		}
+		entries = append(entries, e)
+	}
+	data, err := json.MarshalIndent(entries, "", "    ")
+	if err != nil {
+		return "", fmt.Errorf("network-status of pod %s/%s: %w", pn.Namespace, pn.Name, err)
+	}
+	return string(data), nil
+}
+
+// statusPatch is the merge patch: metadata.uid (a precondition: the API
+// server refuses the patch with a Conflict if the pod by that name has
+// another UID) and the one annotation.
+func statusPatch(pn hook.PodNetworks) ([]byte, error) {
+	value, err := NetworkStatusJSON(pn)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         pn.UID,
+		"annotations": map[string]string{AnnotationNetworkStatus: value},
+	}})
+}

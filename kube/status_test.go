@@ -1,0 +1,245 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetLevel(logrus.PanicLevel)
+	return logrus.NewEntry(l)
+}
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "uid-web",
+		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"keep": "me"}}}
+}
+
+func sample() hook.PodNetworks {
+	return hook.PodNetworks{Namespace: "ns1", Name: "web", UID: "uid-web", SandboxID: "sb1", Networks: []hook.NetworkStatus{
+		{Name: "kindnet", Interface: "eth0", IPs: []string{"10.244.0.7"}, Default: true},
+		{Name: "ns1/macvlan", Interface: "net1", IPs: []string{"10.1.0.5", "fd00::5"}, Mac: "02:00:00:00:00:05",
+			DNS: &state.DNS{Nameservers: []string{"10.1.0.1"}, Search: []string{"corp"}}},
+		{Name: "secondary", Interface: "net2"},
+	}}
+}
+
+const sampleJSON = `[
+ {"name":"kindnet","interface":"eth0","ips":["10.244.0.7"],"default":true},
+ {"name":"ns1/macvlan","interface":"net1","ips":["10.1.0.5","fd00::5"],"mac":"02:00:00:00:00:05","default":false,
+  "dns":{"nameservers":["10.1.0.1"],"search":["corp"]}},
+ {"name":"secondary","interface":"net2","default":false}
+]`
+
+// patches records the pod patches a fake clientset sees; fail decides a
+// patch's fate before the tracker applies it (nil = apply).
+type patches struct {
+	mu   sync.Mutex
+	seen [][]byte
+	fail func(n int, patch []byte) error
+}
+
+func (p *patches) install(c *fake.Clientset) {
+	c.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		patch := a.(k8stesting.PatchAction).GetPatch()
+		p.mu.Lock()
+		p.seen = append(p.seen, patch)
+		n := len(p.seen)
+		p.mu.Unlock()
+		if p.fail != nil {
+			if err := p.fail(n, patch); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+}
+
+func (p *patches) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.seen)
+}
+
+func runWriter(t *testing.T, c *fake.Clientset, rec record.EventRecorder) *StatusWriter {
+	t.Helper()
+	w := NewStatusWriter(c, rec, quietLog(), StatusOptions{BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx, 2) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func annotation(t *testing.T, c *fake.Clientset) (map[string]string, map[string]string) {
+	t.Helper()
+	p, err := c.CoreV1().Pods("ns1").Get(context.Background(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	return p.Annotations, p.Labels
+}
+
+func TestNetworkStatusJSONIsNPWG(t *testing.T) {
+	got, err := NetworkStatusJSON(sample())
+	require.NoError(t, err)
+	assert.JSONEq(t, sampleJSON, got)
+}
+
+func TestStatusPatchTouchesOnlyTheAnnotationAndCarriesTheUID(t *testing.T) {
+	c := fake.NewClientset(testPod())
+	var p patches
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	w.PodNetworks(sample())
+
+	require.Eventually(t, func() bool { return w.Pending() == 0 && p.count() == 1 }, waitFor, 5*time.Millisecond)
+	var patch map[string]any
+	require.NoError(t, json.Unmarshal(p.seen[0], &patch))
+	meta := patch["metadata"].(map[string]any)
+	assert.Len(t, patch, 1, "only metadata")
+	assert.Len(t, meta, 2, "only uid and annotations")
+	assert.Equal(t, "uid-web", meta["uid"])
+	anns := meta["annotations"].(map[string]any)
+	assert.Len(t, anns, 1)
+	assert.JSONEq(t, sampleJSON, anns[AnnotationNetworkStatus].(string))
+
+	got, labels := annotation(t, c)
+	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
+	assert.Equal(t, "me", got["keep"], "other annotations untouched")
+	assert.Equal(t, map[string]string{"app": "web"}, labels)
+}
+
+func TestStatusUIDGuardDropsAReplacedPod(t *testing.T) {
+	c := fake.NewClientset(testPod())
+	// The fake tracker does not enforce metadata.uid as the API server
+	// does; emulate the server's answer for a UID mismatch.
+	var p patches
+	p.fail = func(_ int, patch []byte) error {
+		var m struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(patch, &m)
+		if m.Metadata.UID != "uid-web" {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "web", errors.New("Precondition failed: UID in precondition: "+m.Metadata.UID))
+		}
+		return nil
+	}
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	old := sample()
+	old.UID = "uid-old"
+	w.PodNetworks(old)
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 1, p.count(), "a conflict is not retried")
+	got, _ := annotation(t, c)
+	assert.NotContains(t, got, AnnotationNetworkStatus)
+
+	// A deleted pod: NotFound, dropped too.
+	gone := sample()
+	gone.Name = "gone"
+	w.PodNetworks(gone)
+	require.Eventually(t, func() bool { return w.Pending() == 0 && p.count() == 2 }, waitFor, 5*time.Millisecond)
+}
+
+func TestStatusRetriesUntilTheAPIServerAnswers(t *testing.T) {
+	c := fake.NewClientset(testPod())
+	var p patches
+	p.fail = func(n int, _ []byte) error {
+		if n <= 3 {
+			return apierrors.NewServiceUnavailable("apiserver is down")
+		}
+		return nil
+	}
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	w.PodNetworks(sample())
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 4, p.count())
+	got, _ := annotation(t, c)
+	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
+}
+
+func TestStatusLatestWinsPerPod(t *testing.T) {
+	c := fake.NewClientset(testPod())
+	var p patches
+	var block atomic.Bool
+	block.Store(true)
+	p.fail = func(int, []byte) error {
+		if block.Load() {
+			return apierrors.NewServiceUnavailable("down")
+		}
+		return nil
+	}
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	first := sample()
+	first.Networks = first.Networks[:1]
+	w.PodNetworks(first)
+	require.Eventually(t, func() bool { return p.count() >= 1 }, waitFor, time.Millisecond)
+	w.PodNetworks(sample())
+	block.Store(false)
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, waitFor, 5*time.Millisecond)
+	got, _ := annotation(t, c)
+	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
+}
+
+func TestAttachFailedIsAWarningEvent(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	w := NewStatusWriter(fake.NewClientset(), rec, quietLog(), StatusOptions{})
+	w.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/macvlan",
+		Err: errors.New(`network "macvlan": plugin type="macvlan" failed (add): no master`)})
+	w.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Err: hook.ErrSourceNotSynced})
+	assert.Equal(t, `Warning NetworkAttachFailed nri-cni: attaching network ns1/macvlan failed: network "macvlan": plugin type="macvlan" failed (add): no master`, <-rec.Events)
+	assert.Contains(t, <-rec.Events, "Warning NetworkAttachFailed nri-cni: attaching networks failed: the NetworkAttachmentDefinition cache has not synced")
+}
+
+func TestStartWiresSourceStatusAndEvents(t *testing.T) {
+	core := fake.NewClientset(testPod())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := Start(ctx, &Clients{Core: core, NAD: newNADFake(t, nad("ns1", "a", conflistA)), NodeName: "node-1"}, quietLog(), Options{})
+	wctx, wcancel := context.WithTimeout(ctx, waitFor)
+	defer wcancel()
+	require.NoError(t, m.Source.WaitForSync(wctx))
+	_, err := m.Source.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
+	require.NoError(t, err)
+
+	var sink hook.StatusSink = m.Status
+	sink.PodNetworks(sample())
+	sink.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/a", Err: errors.New("boom")})
+	require.Eventually(t, func() bool {
+		got, _ := annotation(t, core)
+		evs, err := core.CoreV1().Events("ns1").List(ctx, metav1.ListOptions{})
+		return err == nil && got[AnnotationNetworkStatus] != "" && len(evs.Items) == 1
+	}, waitFor, 10*time.Millisecond)
+	evs, err := core.CoreV1().Events("ns1").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	ev := evs.Items[0]
+	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+	assert.Equal(t, ReasonAttachFailed, ev.Reason)
+	assert.Equal(t, "web", ev.InvolvedObject.Name)
+	assert.Equal(t, "node-1", ev.Source.Host)
+	assert.Contains(t, ev.Message, "ns1/a")
+}
