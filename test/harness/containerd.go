@@ -43,19 +43,16 @@ type ContainerdOpts struct {
 // private socket and its own primary CNI network (a bridge giving eth0 an IP,
 // which containerd requires to run a pod sandbox).
 type Containerd struct {
+	daemon         // Address (gRPC, CRI socket), LogPath, Pid, LogTail, CountLog, WaitLog
 	Dir            string
-	Address        string // gRPC (CRI) socket
 	NRISocket      string
 	NRIPluginDir   string // pre-launched plugins: NN-name executables
 	NRIConfDir     string // their configs: NN-name.conf
-	LogPath        string
 	PrimaryBridge  string
 	PrimarySubnet  string
 	PrimaryIPAMDir string
 
 	tools   Tools
-	cmd     *exec.Cmd
-	done    chan struct{}
 	started time.Time
 }
 
@@ -80,9 +77,10 @@ func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error)
 		o.PluginRequestTimeout = 2 * time.Second
 	}
 	c := &Containerd{
-		Dir: o.Dir, Address: filepath.Join(o.Dir, "c.sock"), NRISocket: filepath.Join(o.Dir, "nri.sock"),
+		daemon: daemon{name: "containerd", Address: filepath.Join(o.Dir, "c.sock"), LogPath: filepath.Join(o.Dir, "containerd.log")},
+		Dir:    o.Dir, NRISocket: filepath.Join(o.Dir, "nri.sock"),
 		NRIPluginDir: filepath.Join(o.Dir, "nri-plugins"), NRIConfDir: filepath.Join(o.Dir, "nri-conf.d"),
-		LogPath: filepath.Join(o.Dir, "containerd.log"), PrimaryBridge: RandomName("ctdp"),
+		PrimaryBridge: RandomName("ctdp"),
 		PrimarySubnet: RandomSubnet(230), PrimaryIPAMDir: filepath.Join(o.Dir, "ipam"), tools: o.Tools,
 	}
 	for _, d := range []string{c.NRIPluginDir, c.NRIConfDir, filepath.Join(o.Dir, "net.d")} {
@@ -172,48 +170,11 @@ func runcRuntime(bin string) string {
 }
 
 func (c *Containerd) start(ctx context.Context) error {
-	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command(filepath.Join(c.tools.ContainerdDir, "containerd"), "--config", filepath.Join(c.Dir, "config.toml"))
 	// runc 1.5.2 first: Debian's runc fails on this kernel.
-	cmd.Env = []string{"PATH=" + c.tools.RuncDir + ":" + c.tools.ContainerdDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: a ^C to the test does not reach containerd first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting containerd: %w", err)
-	}
-	c.cmd, c.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.done) }()
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cri, err := DialCRI(ctx, c.Address)
-		if err == nil {
-			_, err = cri.ListPods(ctx)
-			cri.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-c.done:
-			return fmt.Errorf("containerd exited during start-up; log %s:\n%s", c.LogPath, c.LogTail(30))
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.kill()
-			return fmt.Errorf("containerd did not answer on %s within 30s: %w; log:\n%s", c.Address, err, c.LogTail(30))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	env := []string{"PATH=" + c.tools.RuncDir + ":" + c.tools.ContainerdDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	return c.daemon.start(ctx, []string{filepath.Join(c.tools.ContainerdDir, "containerd"), "--config", filepath.Join(c.Dir, "config.toml")},
+		env, 30*time.Second)
 }
-
-// Pid returns containerd's pid.
-func (c *Containerd) Pid() int { return c.cmd.Process.Pid }
 
 // Restart stops containerd (SIGTERM, by pid) and starts it again with the
 // same config; pods and their shims keep running, as on a real node.
@@ -222,38 +183,14 @@ func (c *Containerd) Restart(ctx context.Context) error {
 	return c.start(ctx)
 }
 
-func (c *Containerd) terminate(grace time.Duration) {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
-		c.kill()
-	}
-}
-
-func (c *Containerd) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.done
-}
-
 // Close stops and removes every pod, stops containerd, ends the shims it
 // left (found by their private address, killed by pid), unmounts whatever
 // is mounted under Dir and deletes the primary bridge. It does not remove Dir.
 func (c *Containerd) Close(ctx context.Context) error {
 	var errs []error
 	if cri, err := DialCRI(ctx, c.Address); err == nil {
-		if pods, err := cri.ListPods(ctx); err == nil {
-			for _, p := range pods {
-				if err := cri.StopPod(ctx, p.Id); err != nil {
-					errs = append(errs, err)
-				}
-				if err := cri.RemovePod(ctx, p.Id); err != nil {
-					errs = append(errs, err)
-				}
-			}
+		if _, err := cri.RemovePods(ctx, nil); err != nil {
+			errs = append(errs, err)
 		}
 		cri.Close()
 	}
@@ -327,38 +264,6 @@ func (c *Containerd) shimPids() []int {
 		}
 	}
 	return pids
-}
-
-// LogTail returns the last n lines of containerd's log.
-func (c *Containerd) LogTail(n int) string {
-	data, _ := os.ReadFile(c.LogPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// CountLog counts the log lines that contain s.
-func (c *Containerd) CountLog(s string) int {
-	data, _ := os.ReadFile(c.LogPath)
-	return strings.Count(string(data), s)
-}
-
-// WaitLog waits until at least n log lines contain s.
-func (c *Containerd) WaitLog(ctx context.Context, s string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for c.CountLog(s) < n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("containerd log: %q seen %d times, want %d, within %s; tail:\n%s", s, c.CountLog(s), n, timeout, c.LogTail(20))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // PluginSynced is containerd's log line once an NRI plugin is registered

@@ -2,13 +2,10 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -50,12 +47,11 @@ type CRIOOpts struct {
 // sockets, namespaces dir and primary CNI network (a bridge giving eth0 an
 // IP), the offline pause image loaded into its storage.
 type CRIO struct {
+	daemon         // Address (CRI socket), LogPath, Pid, LogTail, CountLog, WaitLog
 	Dir            string
-	Address        string // CRI socket
 	NRISocket      string
 	NRIPluginDir   string // pre-launched plugins: NN-name executables
 	NRIConfDir     string // their configs
-	LogPath        string
 	NamespacesDir  string // CRI-O pins pod namespaces under here (netns/, ipcns/, utsns/ …)
 	PrimaryNetwork string // name of CRI-O's own network (its CNI cache is /var/lib/cni/results)
 	PrimaryBridge  string
@@ -65,8 +61,6 @@ type CRIO struct {
 
 	binDir string
 	tools  Tools
-	cmd    *exec.Cmd
-	done   chan struct{}
 }
 
 // EnsureCRIO runs test/tools/install-crio.sh (idempotent, cached like
@@ -103,9 +97,10 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 	}
 	o.Dir = dir
 	c := &CRIO{
-		Dir: o.Dir, Address: filepath.Join(o.Dir, "crio.sock"), NRISocket: filepath.Join(o.Dir, "nri.sock"),
+		daemon: daemon{name: "crio", Address: filepath.Join(o.Dir, "crio.sock"), LogPath: filepath.Join(o.Dir, "crio.log")},
+		Dir:    o.Dir, NRISocket: filepath.Join(o.Dir, "nri.sock"),
 		NRIPluginDir: filepath.Join(o.Dir, "nri-plugins"), NRIConfDir: filepath.Join(o.Dir, "nri-conf.d"),
-		LogPath: filepath.Join(o.Dir, "crio.log"), NamespacesDir: filepath.Join(o.Dir, "ns"),
+		NamespacesDir:  filepath.Join(o.Dir, "ns"),
 		PrimaryNetwork: RandomName("criop"), PrimaryBridge: RandomName("criob"),
 		PrimarySubnet: RandomSubnet(220), PrimaryIPAMDir: filepath.Join(o.Dir, "ipam"),
 		DropInfra: o.DropInfra, binDir: o.CRIOBinDir, tools: o.Tools,
@@ -193,71 +188,16 @@ func (c *CRIO) podmanArgs() []string {
 }
 
 func (c *CRIO) start(ctx context.Context) error {
-	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command(filepath.Join(c.binDir, "crio"),
-		"--config", filepath.Join(c.Dir, "crio.conf"), "--config-dir", filepath.Join(c.Dir, "crio.conf.d"))
-	cmd.Env = c.env()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: a ^C to the test does not reach crio first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting crio: %w", err)
-	}
-	c.cmd, c.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.done) }()
-
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		cri, err := DialCRI(ctx, c.Address)
-		if err == nil {
-			_, err = cri.ListPods(ctx)
-			cri.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-c.done:
-			return fmt.Errorf("crio exited during start-up; log %s:\n%s", c.LogPath, c.LogTail(30))
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.kill()
-			return fmt.Errorf("crio did not answer on %s within 60s: %w; log:\n%s", c.Address, err, c.LogTail(30))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return c.daemon.start(ctx, []string{filepath.Join(c.binDir, "crio"),
+		"--config", filepath.Join(c.Dir, "crio.conf"), "--config-dir", filepath.Join(c.Dir, "crio.conf.d")},
+		c.env(), 60*time.Second)
 }
-
-// Pid returns crio's pid.
-func (c *CRIO) Pid() int { return c.cmd.Process.Pid }
 
 // Restart stops crio (SIGTERM, by pid) and starts it again with the same
 // config; pods and their conmon processes keep running.
 func (c *CRIO) Restart(ctx context.Context) error {
 	c.terminate(15 * time.Second)
 	return c.start(ctx)
-}
-
-func (c *CRIO) terminate(grace time.Duration) {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
-		c.kill()
-	}
-}
-
-func (c *CRIO) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.done
 }
 
 // Name implements Runtime.
@@ -281,35 +221,3 @@ func (c *CRIO) PluginSynced(name string) string { return PluginSynced(name) }
 
 // PrelaunchedSynced implements Runtime.
 func (c *CRIO) PrelaunchedSynced(name string) string { return PrelaunchedSynced(name) }
-
-// LogTail returns the last n lines of crio's log.
-func (c *CRIO) LogTail(n int) string {
-	data, _ := os.ReadFile(c.LogPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// CountLog counts the occurrences of s in crio's log.
-func (c *CRIO) CountLog(s string) int {
-	data, _ := os.ReadFile(c.LogPath)
-	return strings.Count(string(data), s)
-}
-
-// WaitLog waits until s occurs at least n times in crio's log.
-func (c *CRIO) WaitLog(ctx context.Context, s string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for c.CountLog(s) < n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("crio log: %q seen %d times, want %d, within %s; tail:\n%s", s, c.CountLog(s), n, timeout, c.LogTail(20))
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), fmt.Errorf("waiting for %q in crio's log", s))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
-}

@@ -27,15 +27,8 @@ func (c *CRIO) Close(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		if cri, err := DialCRI(ctx, c.Address); err == nil {
-			if pods, err := cri.ListPods(ctx); err == nil {
-				for _, p := range pods {
-					if err := cri.StopPod(ctx, p.Id); err != nil {
-						errs = append(errs, err)
-					}
-					if err := cri.RemovePod(ctx, p.Id); err != nil {
-						errs = append(errs, err)
-					}
-				}
+			if _, err := cri.RemovePods(ctx, nil); err != nil {
+				errs = append(errs, err)
 			}
 			cri.Close()
 		}
