@@ -25,25 +25,9 @@ DIR="$TOOLS_DIR/crio-$CRIO_VERSION"
 CRIO_TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion"
 
 log() { echo "install-crio: $*" >&2; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# apt_install PKG...: install the Debian packages that are missing, waiting
-# for the dpkg lock (other installs may be running) rather than failing.
-apt_install() {
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-	done
-	((${#missing[@]})) || return 0
-	if [[ $(id -u) -ne 0 ]]; then
-		log "not root: cannot apt-get install ${missing[*]}"
-		return 0
-	fi
-	# Another install may hold the dpkg lock: apt waits for it (up to 600s).
-	log "apt-get install ${missing[*]} (waiting up to 600s for the dpkg lock if it is held)"
-	local apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
-	DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >/dev/null
-	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
-}
 
 # build_crio: the wrapper module and crio, unless stamped.
 build_crio() {

@@ -27,6 +27,8 @@ LOCAL_DIR="$REPO_DIR/.tools"
 export GOFLAGS=-buildvcs=false
 
 log() { echo "install-k8s: $*" >&2; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # local_link NAME: link the cached tool dir NAME into .tools/ and print the link.
 local_link() {
@@ -145,26 +147,6 @@ install_crictl() {
 	echo "CRICTL_BIN_DIR=$(local_link "$name")"
 }
 
-# apt_install PKG...: install Debian packages that are missing, waiting for
-# the dpkg lock (another apt on the machine) rather than failing.
-apt_install() {
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	((${#missing[@]})) || return 0
-	if [[ $(id -u) -ne 0 ]]; then
-		log "not root: cannot apt-get install ${missing[*]}"
-		return 1
-	fi
-	local apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
-	if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then
-		log "apt-get update (waits up to 600s for the apt/dpkg locks)"
-		DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >/dev/null
-	fi
-	log "apt-get install ${missing[*]} (waits up to 600s for the dpkg lock if another apt holds it)"
-	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y "${missing[@]}" >/dev/null
-}
 
 install_runc_seccomp() {
 	local name="runc-$RUNC_VERSION-seccomp"
