@@ -115,6 +115,8 @@ func (c *Cluster) controlPlaneProcs(cs certs, audit bool) ([]*proc, error) {
 		"--tls-cert-file=" + cs.apiserver.Cert, "--tls-private-key-file=" + cs.apiserver.Key,
 		"--client-ca-file=" + c.pki.CA,
 		"--kubelet-client-certificate=" + cs.kubeletClient.Cert, "--kubelet-client-key=" + cs.kubeletClient.Key,
+		// logs, exec: dial the node's address, never resolve its name (DNS would leave the machine).
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-key-file=" + cs.saPub, "--service-account-signing-key-file=" + cs.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + ServiceCIDR,

@@ -5,8 +5,6 @@
 package deploy
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // Names in deploy/base that the tests rely on.
@@ -41,13 +37,7 @@ func DecodeStrict(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	j, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := DecodeStrictBytes(data, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
@@ -67,25 +57,32 @@ type Kustomization struct {
 	Resources []string `json:"resources"`
 }
 
-// Base is deploy/base, decoded.
+// Base is deploy/base, decoded: every file its kustomization lists.
 type Base struct {
 	Dir           string
 	Kustomization Kustomization
-	DaemonSet     appsv1.DaemonSet
-	ConfigMap     corev1.ConfigMap
+	Objects
 }
 
-// LoadBase decodes deploy/base's kustomization, DaemonSet and ConfigMap.
+// LoadBase decodes deploy/base's kustomization and, strictly, every resource
+// file it lists; each of Objects' kinds must be there exactly once.
 func LoadBase(repoRoot string) (*Base, error) {
 	b := &Base{Dir: filepath.Join(repoRoot, "deploy", "base")}
 	if err := DecodeStrict(filepath.Join(b.Dir, "kustomization.yaml"), &b.Kustomization); err != nil {
 		return nil, err
 	}
-	if err := DecodeStrict(filepath.Join(b.Dir, "daemonset.yaml"), &b.DaemonSet); err != nil {
-		return nil, err
+	for _, r := range b.Kustomization.Resources {
+		path := filepath.Join(b.Dir, r)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Decode(path, data); err != nil {
+			return nil, err
+		}
 	}
-	if err := DecodeStrict(filepath.Join(b.Dir, "configmap.yaml"), &b.ConfigMap); err != nil {
-		return nil, err
+	if missing := b.Missing(); len(missing) > 0 {
+		return nil, fmt.Errorf("%s: no %s", b.Dir, strings.Join(missing, ", "))
 	}
 	return b, nil
 }

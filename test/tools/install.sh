@@ -6,7 +6,7 @@
 # (ignored by git) links to them, and that is what the tests use.
 # Idempotent: a tool whose stamp exists is not rebuilt.
 #
-#   test/tools/install.sh [cni|runtime|apt|crio|k8s|all]   (default: all = apt, cni, runtime, crio)
+#   test/tools/install.sh [cni|runtime|apt|crio|k8s|helm|all]   (default: all = apt, cni, runtime, crio, k8s, helm)
 #
 # Everything comes from the Go module proxy (pinned) or Debian's packages.
 set -euo pipefail
@@ -14,6 +14,7 @@ set -euo pipefail
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOCAL_DIR="$REPO_DIR/.tools"
@@ -69,6 +70,13 @@ install_runtime() {
 	echo "RUNC_BIN_DIR=$(local_link "runc-$RUNC_VERSION")"
 }
 
+# helm: the chart tests (test/kubeapi) lint, template and install deploy/helm/nri-cni.
+install_helm() {
+	local dir="$TOOLS_DIR/helm-$HELM_VERSION"
+	goinstall "$dir" stamp "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	echo "HELM_BIN_DIR=$(local_link "helm-$HELM_VERSION")"
+}
+
 install_apt() {
 	apt_install iproute2 iptables jq busybox-static
 }
@@ -78,7 +86,8 @@ cni) install_cni ;;
 runtime) install_runtime ;;
 apt) install_apt ;;
 k8s) bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
+helm) install_helm ;;
 crio) bash "$REPO_DIR/test/tools/install-crio.sh" ;;
-all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh"; bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
-*) echo "usage: $0 [cni|runtime|apt|crio|all]" >&2; exit 2 ;;
+all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh"; bash "$REPO_DIR/test/tools/install-k8s.sh" all; install_helm ;;
+*) echo "usage: $0 [cni|runtime|apt|crio|k8s|helm|all]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,79 @@
+{{/* The chart's name. */}}
+{{- define "nri-cni.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The full name of the release's objects: the release name when it
+contains the chart name (helm install nri-cni ...), else release-chart. */}}
+{{- define "nri-cni.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "nri-cni.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nri-cni.serviceAccountName" -}}
+{{- default (include "nri-cni.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "nri-cni.policyName" -}}
+{{- printf "%s-network-status" (include "nri-cni.fullname" .) -}}
+{{- end -}}
+
+{{- define "nri-cni.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "nri-cni.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "nri-cni.labels" -}}
+{{ include "nri-cni.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "nri-cni.image" -}}
+{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The CNI network files: a YAML map file name -> config JSON. A value
+is a JSON string or a YAML object; it must be a JSON object with a name. */}}
+{{- define "nri-cni.networkFiles" -}}
+{{- $files := dict -}}
+{{- range $key, $cfg := .Values.networks -}}
+{{- $json := "" -}}
+{{- if kindIs "string" $cfg -}}
+{{- $json = $cfg -}}
+{{- else -}}
+{{- $json = toPrettyJson $cfg -}}
+{{- end -}}
+{{- $parsed := fromJson $json -}}
+{{- if or (hasKey $parsed "Error") (not (hasKey $parsed "name")) -}}
+{{- fail (printf "networks.%s: not a CNI config (a JSON object with a name)" $key) -}}
+{{- end -}}
+{{- $ext := ternary ".conflist" ".conf" (hasKey $parsed "plugins") -}}
+{{- $_ := set $files (printf "%s%s" $key $ext) $json -}}
+{{- end -}}
+{{- toYaml $files -}}
+{{- end -}}
+
+{{/* nri.conf: .Values.config, the paths the DaemonSet mounts, and the
+kubernetes: section when Kubernetes mode is on. */}}
+{{- define "nri-cni.nriConf" -}}
+{{- $conf := deepCopy .Values.config -}}
+{{- $_ := set $conf "confDir" "/etc/nri-cni/net.d" -}}
+{{- $_ = set $conf "binDirs" (list "/opt/cni/bin") -}}
+{{- $_ = set $conf "stateDir" "/var/lib/nri-cni" -}}
+{{- $_ = set $conf "cacheDir" "/var/lib/cni" -}}
+{{- if .Values.kubernetes.enabled -}}
+{{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName -}}
+{{- $_ = set $conf "kubernetes" $k -}}
+{{- end -}}
+{{- toYaml $conf -}}
+{{- end -}}

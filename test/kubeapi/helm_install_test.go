@@ -1,0 +1,109 @@
+package kubeapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nri-cni/nri-cni/test/cluster"
+	"github.com/nri-cni/nri-cni/test/harness"
+)
+
+// testHelmInstall installs the chart in a namespace of its own (after
+// testBase removed deploy/base's objects), checks what it created — the
+// DaemonSet's pod too, with an image that is not there (pullPolicy Never):
+// its ServiceAccount and NODE_NAME are what matter here — runs the same
+// identity checks against the chart's RBAC and policy, and uninstalls.
+func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	h := newHelm(t)
+	ns := harness.RandomName("nri-cni-helm-")
+	const release = "nri-cni"
+	start := time.Now()
+	out, err := h.run(ctx, "install", release, ChartDir(), "--kubeconfig", c.Kubeconfig,
+		"--namespace", ns, "--create-namespace",
+		"--set", "image.repository=localhost/nri-cni,image.tag=dev,image.pullPolicy=Never",
+		"--set", "kubernetes.enabled=true")
+	require.NoError(t, err)
+	t.Logf("helm install (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	uninstalled := false
+	t.Cleanup(func() {
+		if !uninstalled {
+			_, err := h.run(context.Background(), "uninstall", release, "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--wait")
+			assert.NoError(t, err)
+		}
+		assert.NoError(t, c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}))
+	})
+	out, err = c.Kubectl(ctx, "get", "crd,clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
+		"-l", "app.kubernetes.io/instance="+release)
+	require.NoError(t, err)
+	t.Logf("cluster-scoped objects of the release:\n%s", out)
+	out, err = c.Kubectl(ctx, "-n", ns, "get", "serviceaccount,configmap,daemonset", "-l", "app.kubernetes.io/instance="+release)
+	require.NoError(t, err)
+	t.Logf("namespaced objects of the release:\n%s", out)
+	_, err = c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=2m",
+		"crd/network-attachment-definitions.k8s.cni.cncf.io")
+	require.NoError(t, err, "the CRD from crds/")
+
+	// The DaemonSet controller creates the pod: the ServiceAccount exists,
+	// NODE_NAME comes from the downward API, the token is mounted.
+	require.Eventually(t, func() bool {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+		if err != nil || len(pods.Items) != 1 {
+			return false
+		}
+		p := pods.Items[0]
+		assert.Equal(t, release, p.Spec.ServiceAccountName)
+		assert.Equal(t, c.NodeName, p.Spec.NodeName)
+		return true
+	}, waitFor, 200*time.Millisecond, "the DaemonSet never created its pod")
+
+	checkIdentity(ctx, t, c, identity{Namespace: ns, ServiceAccount: release,
+		Policy: release + "-network-status", PolicyBinding: release + "-network-status"})
+
+	start = time.Now()
+	out, err = h.run(ctx, "uninstall", release, "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--wait")
+	require.NoError(t, err)
+	uninstalled = true
+	t.Logf("helm uninstall (%s): %s", time.Since(start).Round(time.Millisecond), out)
+	admin := c.Client
+	for what, get := range map[string]func() error{
+		"ClusterRole": func() error {
+			_, err := admin.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"ClusterRoleBinding": func() error {
+			_, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"ValidatingAdmissionPolicy": func() error {
+			_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-network-status", metav1.GetOptions{})
+			return err
+		},
+		"ValidatingAdmissionPolicyBinding": func() error {
+			_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, release+"-network-status", metav1.GetOptions{})
+			return err
+		},
+		"ServiceAccount": func() error {
+			_, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"ConfigMap": func() error {
+			_, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+		"DaemonSet": func() error {
+			_, err := admin.AppsV1().DaemonSets(ns).Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
+	} {
+		assert.True(t, apierrors.IsNotFound(get()), "%s removed by helm uninstall", what)
+	}
+	out, err = c.Kubectl(ctx, "get", "crd", "network-attachment-definitions.k8s.cni.cncf.io", "-o", "name")
+	assert.NoError(t, err, "helm keeps CRDs from crds/ on uninstall (NADs survive)")
+	t.Logf("after uninstall: %s", out)
+}
