@@ -7,15 +7,15 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools lint test test-unit test-integration e2e demo soak bench clean
+.PHONY: help build tools lint test test-unit test-integration e2e e2e-k8s demo demo-k8s soak bench clean
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build bin/nri-cni (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cni
 
-tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl; apt when root).
+tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl, helm; apt when root).
 	bash test/tools/install.sh all
 
 lint: ## gofmt and go vet.
@@ -35,13 +35,19 @@ test-integration: tools ## Privileged tests: real netns, CNI plugins, NRI over a
 e2e: tools ## End-to-end tests against a real containerd 2.x and CRI-O 1.36 (both pid modes) + runc + CRI (root).
 	$(GO) test -count=1 -v ./test/e2e/
 
+e2e-k8s: tools ## Kubernetes tier (root): kubelet + API server, nri-cni's image and deploy/base applied with kubectl, pods through the API.
+	$(GO) test -count=1 -v ./test/k8s/
+
 demo: tools ## The main job in one command (root): containerd + nri-cni, two pods, ping over net1, teardown.
 	$(GO) run ./test/demo
+
+demo-k8s: tools ## The same on Kubernetes (root): one-node cluster, nri-cni from deploy/base, two annotated pods ping over net1, teardown.
+	$(GO) run ./test/demo-k8s
 
 soak: tools ## 500 pod cycles vs real containerd with nri-cni killed 20x and containerd restarted 2x; checks leaks (root).
 	$(GO) run ./test/soak $(SOAK_ARGS)
 
-bench: tools ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, scale, hook. Table + bin/bench.json.
+bench: tools ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, CRI-O, scale, hook, kubelet. Table + bin/bench.json.
 	$(GO) test -run xxx -bench . -benchtime 300x ./state/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
 

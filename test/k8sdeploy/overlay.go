@@ -1,0 +1,232 @@
+// Package k8sdeploy deploys nri-cni on a test/cluster node the way a user
+// does: the image built as `make image` builds it, imported into the node's
+// containerd, and deploy/base applied with `kubectl apply -k` through a
+// kustomize overlay that changes only what isolation from the host and from
+// other runs needs (host paths, the NRI socket's directory, the metrics
+// port, the example network's bridge and subnet, imagePullPolicy Never).
+// Used by `make demo-k8s` and the k8s section of `make bench`. Like the
+// harness, it does not import "testing".
+package k8sdeploy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-cni/nri-cni/test/deploy"
+	"github.com/nri-cni/nri-cni/test/harness"
+)
+
+// Overlay is a kustomize overlay of deploy/base and the node paths it points
+// nri-cni at. Close undoes what WriteOverlay did on the host.
+type Overlay struct {
+	Dir         string // kustomization.yaml and its patches
+	NetName     string // the example network's name, as shipped (the annotation's value)
+	Bridge      string // its bridge (unique)
+	Subnet      string // its subnet (unique)
+	MetricsAddr string // --metrics-addr and the liveness probe's --addr
+
+	// Node paths behind the DaemonSet's hostPath volumes.
+	StateDir string // for /var/lib/nri-cni: nri-cni's records
+	CacheDir string // for /var/lib/cni: libcni's cache, host-local's addresses
+	CNIBin   string // for /opt/cni/bin: filled by the init container
+	CNIConf  string // for /etc/cni
+	NRIDir   string // for /var/run/nri: the node containerd's dir (its nri.sock)
+	NetnsDir string // for /var/run/netns: where the node containerd pins pod netns
+
+	unshare func() error
+}
+
+// WriteOverlay writes an overlay of deploy/base into dir/overlay for the
+// node whose runtime is ctd, creates the node dirs under dir/node and makes
+// the pinned-netns dir a shared mount (so HostToContainer propagation
+// reaches nri-cni, as /var/run/netns does on a node).
+func WriteOverlay(dir string, ctd *harness.Containerd) (o *Overlay, err error) {
+	b, err := deploy.LoadBase(harness.RepoRoot())
+	if err != nil {
+		return nil, err
+	}
+	node := filepath.Join(dir, "node")
+	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
+		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
+		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: ctd.Dir,
+		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns")}
+	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+		return nil, err
+	}
+	keys := b.NetworkKeys()
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("deploy/base: want one example network in the ConfigMap, have %v", keys)
+	}
+	if o.NetName, err = b.RewriteBridge(keys[0], o.Bridge, o.Subnet); err != nil {
+		return nil, fmt.Errorf("deploy/base: %w", err)
+	}
+	dsOps, err := daemonSetOps(b, o)
+	if err != nil {
+		return nil, err
+	}
+	cmOps := []jsonOp{{Op: "replace", Path: "/data/" + pointerEscape(keys[0]), Value: b.ConfigMap.Data[keys[0]]}}
+	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("overlay: %w", err)
+		}
+	}
+	base, err := filepath.Rel(o.Dir, b.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	kust := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+		"resources": []string{base},
+		"patches": []map[string]any{
+			{"path": "daemonset.json", "target": map[string]string{"kind": "DaemonSet", "name": b.DaemonSet.Name}},
+			{"path": "configmap.json", "target": map[string]string{"kind": "ConfigMap", "name": b.ConfigMap.Name}},
+		},
+	}
+	for name, v := range map[string]any{"kustomization.yaml": kust, "daemonset.json": dsOps, "configmap.json": cmOps} {
+		if err := writeFile(filepath.Join(o.Dir, name), v); err != nil {
+			return nil, err
+		}
+	}
+	if o.unshare, err = deploy.ShareMount(o.NetnsDir); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close undoes the shared mount and deletes the example network's bridge
+// (both unique to this overlay). Call it after the cluster is closed.
+func (o *Overlay) Close() error {
+	var errs []error
+	if o.unshare != nil {
+		// cluster.Close unmounts everything under its dir, this too.
+		if err := o.unshare(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", o.NetnsDir, err))
+		}
+		o.unshare = nil
+	}
+	if o.Bridge != "" {
+		if _, err := net.InterfaceByName(o.Bridge); err == nil {
+			if out, err := exec.Command("ip", "link", "del", o.Bridge).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("deleting bridge %s: %w: %s", o.Bridge, err, out))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Secondary is the example network as the harness sees it (its host-local
+// address files under CacheDir).
+func (o *Overlay) Secondary() harness.Secondary {
+	return harness.Secondary{Name: o.NetName, Bridge: o.Bridge, Subnet: o.Subnet, IPAMDir: filepath.Join(o.CacheDir, "networks")}
+}
+
+// jsonOp is one RFC 6902 operation.
+type jsonOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// daemonSetOps are the DaemonSet's patches, addressed by the indexes the
+// shipped manifest has (found by name, so a reordered base still works).
+func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
+	const spec = "/spec/template/spec"
+	ps := b.DaemonSet.Spec.Template.Spec
+	var ops []jsonOp
+	for i := range ps.InitContainers {
+		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/initContainers/%d/imagePullPolicy", spec, i), "Never"})
+	}
+	found := false
+	for i, c := range ps.Containers {
+		p := fmt.Sprintf("%s/containers/%d", spec, i)
+		ops = append(ops, jsonOp{"replace", p + "/imagePullPolicy", "Never"})
+		if c.Name != deploy.ContainerName {
+			continue
+		}
+		found = true
+		j := flagValue(c.Args, "--metrics-addr")
+		if j < 0 {
+			return nil, fmt.Errorf("deploy/base: container %s has no --metrics-addr", c.Name)
+		}
+		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/args/%d", p, j), o.MetricsAddr})
+		if c.LivenessProbe != nil && c.LivenessProbe.Exec != nil {
+			if j := flagValue(c.LivenessProbe.Exec.Command, "--addr"); j >= 0 {
+				ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/livenessProbe/exec/command/%d", p, j), o.MetricsAddr})
+			}
+		}
+		for k, m := range c.VolumeMounts {
+			if m.MountPath == "/var/run/netns" {
+				// containerd pins netns elsewhere here, and nri-cni opens the
+				// pinned path it is given: mount it at the same path.
+				ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumeMounts/%d/mountPath", p, k), o.NetnsDir})
+			}
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("deploy/base: no container %s", deploy.ContainerName)
+	}
+	standIn := map[string]string{
+		"/var/run/nri": o.NRIDir, "/var/run/netns": o.NetnsDir, "/opt/cni/bin": o.CNIBin,
+		"/etc/cni": o.CNIConf, "/var/lib/cni": o.CacheDir, "/var/lib/nri-cni": o.StateDir,
+	}
+	for i, v := range ps.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		to, ok := standIn[v.HostPath.Path]
+		if !ok {
+			return nil, fmt.Errorf("deploy/base: hostPath %s (volume %s) has no private stand-in", v.HostPath.Path, v.Name)
+		}
+		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumes/%d/hostPath/path", spec, i), to})
+	}
+	return ops, nil
+}
+
+// flagValue is the index of flag's value in args, -1 if absent.
+func flagValue(args []string, flag string) int {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return i + 1
+		}
+	}
+	return -1
+}
+
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// writeFile writes v as YAML (.yaml) or JSON.
+func writeFile(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err == nil && strings.HasSuffix(path, ".yaml") {
+		data, err = yaml.JSONToYAML(data)
+	}
+	if err != nil {
+		return fmt.Errorf("overlay %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	return nil
+}
+
+// freeLoopbackAddr is 127.0.0.1:<a port free right now>.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
