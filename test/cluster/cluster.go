@@ -258,7 +258,7 @@ func (c *Cluster) Pids() map[string]int {
 func (c *Cluster) RSS() map[string]int {
 	m := map[string]int{}
 	for name, pid := range c.Pids() {
-		m[name] = rssKiB(pid)
+		m[name] = RSSKiB(pid)
 	}
 	return m
 }

@@ -102,8 +102,8 @@ func (p *proc) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// rssKiB is VmRSS of pid in KiB (0 when unknown).
-func rssKiB(pid int) int {
+// RSSKiB is VmRSS of pid in KiB (0 when unknown).
+func RSSKiB(pid int) int {
 	if pid <= 0 {
 		return 0
 	}

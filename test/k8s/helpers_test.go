@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
 const (
@@ -24,8 +25,6 @@ const (
 	// through the kubelet, their sandboxes) with the test's token; the
 	// test's cleanup deletes by it.
 	ownerLabel = "k8s-test.nri-cni.io/owner"
-	// annNetworks is nri-cni's pod annotation.
-	annNetworks = "nri-cni.io/networks"
 	// Generous: a loaded 2-core machine.
 	waitLong = 3 * time.Minute
 )
@@ -55,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(t.Name()))
 	f := &fixture{t: t, w: w, ctx: ctx, k: w.c.Client, cri: cri, owner: fmt.Sprintf("t%x", h.Sum64()), seen: map[string]bool{}}
-	f.ports, err = harness.BridgePorts(w.overlay.bridge)
+	f.ports, err = harness.BridgePorts(w.o.Bridge)
 	require.NoError(t, err)
 	t.Cleanup(func() { f.cleanup(); cri.Close() })
 	return f
@@ -108,21 +107,9 @@ func (f *fixture) waitReady(ns, name string) *corev1.Pod {
 			return false, err.Error()
 		}
 		pod = p
-		return podReady(p), fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+		return k8sdeploy.PodReady(p), fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
 	})
 	return pod
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // sandboxes lists the pod's sandboxes (every state) through CRI, by the uid
@@ -171,7 +158,7 @@ func (f *fixture) readySandbox(pod *corev1.Pod) (string, *harness.PodStatus) {
 	require.Len(f.t, ready, 1, "ready sandboxes of %s/%s", pod.Namespace, pod.Name)
 	st, err := f.cri.PodStatus(f.ctx, ready[0])
 	require.NoError(f.t, err)
-	assert.Equal(f.t, f.w.overlay.netnsDir, filepath.Dir(st.NetnsPath), "containerd pins netns where the overlay mounts them")
+	assert.Equal(f.t, f.w.o.NetnsDir, filepath.Dir(st.NetnsPath), "containerd pins netns where the overlay mounts them")
 	return ready[0], st
 }
 
@@ -189,9 +176,9 @@ func (f *fixture) net1(netns string) (string, bool) {
 // nodeFiles lists nri-cni's node-local traces of the sandboxes: records,
 // host-local address files and libcni cache entries of its network.
 func (f *fixture) nodeFiles(ids ...string) []string {
-	o := f.w.overlay
-	pc := harness.PluginConfig{StateDir: o.stateDir, CacheDir: o.cacheDir}
-	sec := harness.Secondary{Name: o.netName, IPAMDir: filepath.Join(o.cacheDir, "networks")}
+	o := f.w.o
+	pc := harness.PluginConfig{StateDir: o.StateDir, CacheDir: o.CacheDir}
+	sec := o.Secondary()
 	out := append(pc.StateFilesOf(ids...), pc.CacheFilesOf(ids...)...)
 	for _, ip := range sec.IPFilesOf(ids...) {
 		out = append(out, filepath.Join(sec.IPAMDir, sec.Name, ip))
@@ -202,15 +189,15 @@ func (f *fixture) nodeFiles(ids ...string) []string {
 // nodeFilesAll lists every record, address file of the network and libcni
 // cache entry of the network on the node, whoever's.
 func (f *fixture) nodeFilesAll() []string {
-	o := f.w.overlay
-	pc := harness.PluginConfig{StateDir: o.stateDir, CacheDir: o.cacheDir}
+	o := f.w.o
+	pc := harness.PluginConfig{StateDir: o.StateDir, CacheDir: o.CacheDir}
 	out := pc.StateFiles()
 	for _, c := range pc.CacheFiles() {
-		if strings.HasPrefix(filepath.Base(c), o.netName+"-") {
+		if strings.HasPrefix(filepath.Base(c), o.NetName+"-") {
 			out = append(out, c)
 		}
 	}
-	sec := harness.Secondary{Name: o.netName, IPAMDir: filepath.Join(o.cacheDir, "networks")}
+	sec := o.Secondary()
 	for _, ip := range sec.IPFiles() {
 		out = append(out, filepath.Join(sec.IPAMDir, sec.Name, ip))
 	}
@@ -269,7 +256,7 @@ func (f *fixture) cleanup() {
 	f.ctx = ctx
 	defer func() {
 		if t.Failed() {
-			out, _ := f.w.c.Kubectl(ctx, "-n", "kube-system", "logs", "-l", dsSelector, "-c", "nri-cni", "--tail=40")
+			out, _ := f.w.c.Kubectl(ctx, "-n", "kube-system", "logs", "-l", k8sdeploy.Selector, "-c", "nri-cni", "--tail=40")
 			t.Logf("nri-cni log tail:\n%s\ncontainerd log tail:\n%s", out, f.w.c.Containerd.LogTail(30))
 		}
 	}()
@@ -291,7 +278,7 @@ func (f *fixture) cleanup() {
 	}
 	f.waitReleased(f.seenIDs()...)
 	f.waitFor("the bridge's ports as before", waitLong, func() (bool, string) {
-		n, err := harness.BridgePorts(f.w.overlay.bridge)
+		n, err := harness.BridgePorts(f.w.o.Bridge)
 		return err == nil && n == f.ports, fmt.Sprintf("%d ports (had %d), err %v", n, f.ports, err)
 	})
 }
@@ -299,8 +286,7 @@ func (f *fixture) cleanup() {
 // nriCNILog is the running nri-cni pod's log (kubectl logs).
 func (f *fixture) nriCNILog() string {
 	f.t.Helper()
-	out, err := f.w.c.Kubectl(f.ctx, "-n", "kube-system", "logs", "-l", dsSelector,
-		"-c", "nri-cni", "--tail=-1")
+	out, err := f.w.d.ReadLog(f.ctx)
 	require.NoError(f.t, err)
 	return out
 }

@@ -16,32 +16,28 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
-// imageTag is the reference deploy/base's DaemonSet names (`make image`).
-const imageTag = "localhost/nri-cni:dev"
-
-// world is shared by the package's tests: the cluster and where the
-// DaemonSet's host paths point. Tests leave it as they found it.
+// world is shared by the package's tests: the cluster and nri-cni deployed
+// on it (where the DaemonSet's host paths point). Tests leave it as they
+// found it.
 var world *env
 
 type env struct {
-	dir     string
-	c       *cluster.Cluster
-	overlay overlay
-	ctr     string // the node containerd's ctr
+	dir string
+	c   *cluster.Cluster
+	d   *k8sdeploy.Deployed // nil until deployed
+	o   *k8sdeploy.Overlay  // d.Overlay
 }
 
 func TestMain(m *testing.M) {
@@ -98,8 +94,9 @@ func setupAndRun(m *testing.M) int {
 	return code
 }
 
-// setup builds the image while the cluster starts, imports it, applies the
-// overlay and waits for nri-cni to be Ready and connected to containerd.
+// setup builds the image while the cluster starts, then deploys nri-cni
+// (k8sdeploy.Deploy: image imported, overlay applied, the DaemonSet's pod
+// Ready and connected to containerd).
 func (e *env) setup(ctx context.Context, logf func(string, ...any)) error {
 	tools, err := cluster.EnsureTools(ctx)
 	if err != nil {
@@ -109,12 +106,11 @@ func (e *env) setup(ctx context.Context, logf func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	e.ctr = filepath.Join(rtTools.ContainerdDir, "ctr")
 	var wg sync.WaitGroup
+	var tar string
 	var imgErr error
-	tar := filepath.Join(e.dir, "image", "nri-cni-image.tar")
 	wg.Add(1)
-	go func() { defer wg.Done(); imgErr = buildImage(ctx, tar, filepath.Join(e.dir, "image", "nri-cni")) }()
+	go func() { defer wg.Done(); tar, imgErr = k8sdeploy.BuildImage(ctx, filepath.Join(e.dir, "image")) }()
 	t0 := time.Now()
 	e.c, err = cluster.Start(ctx, cluster.Opts{Dir: filepath.Join(e.dir, "c"), Tools: tools, RuntimeTools: rtTools,
 		Audit: true, PluginRequestTimeout: 2 * time.Second, Logf: logf})
@@ -126,53 +122,27 @@ func (e *env) setup(ctx context.Context, logf func(string, ...any)) error {
 		return imgErr
 	}
 	logf("cluster up and image built in %s", time.Since(t0).Round(time.Millisecond))
-	if err := harness.ImportImage(ctx, e.ctr, e.c.Containerd.Address, tar); err != nil {
-		return err
-	}
-	if e.overlay, err = writeOverlay(ctx, e.dir, e.c.Containerd, e.c.Kubectl); err != nil {
-		return err
-	}
 	t1 := time.Now()
-	synced := e.c.Containerd.CountLog(harness.PluginSynced("10-nri-cni"))
-	if out, err := e.c.Kubectl(ctx, "apply", "-k", e.overlay.dir); err != nil {
-		return err
-	} else {
-		logf("kubectl apply -k overlay:\n%s", strings.TrimSpace(out))
-	}
-	if _, err := e.waitNRICNI(ctx, synced+1); err != nil {
+	if e.d, err = k8sdeploy.Deploy(ctx, e.c, filepath.Join(e.dir, "deploy"), tar); err != nil {
 		return err
 	}
+	e.o = e.d.Overlay
+	logf("kubectl apply -k overlay:\n%s", strings.TrimSpace(e.d.Output))
 	logf("DaemonSet pod Running, Ready and connected to containerd in %s", time.Since(t1).Round(time.Millisecond))
-	return nil
-}
-
-// buildImage runs the image builder as `make image` does, into a temp dir.
-func buildImage(ctx context.Context, out, bin string) error {
-	cmd := exec.CommandContext(ctx, "go", "run", "./test/tools/image", "-out", out, "-tag", imageTag,
-		"-version", harness.RandomName("k8s-"), "-bin", bin)
-	cmd.Dir = harness.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go run ./test/tools/image: %w\n%s", err, b)
-	}
 	return nil
 }
 
 // undeploy deletes the overlay's objects through the API and waits for
 // nri-cni's pod to be gone.
 func (e *env) undeploy(ctx context.Context) error {
-	if e.c == nil || e.overlay.dir == "" {
+	if e.d == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	if _, err := e.c.Kubectl(ctx, "delete", "-k", e.overlay.dir, "--wait=true", "--timeout=2m"); err != nil {
-		return err
-	}
-	return e.waitNoNRICNIPod(ctx)
+	return e.d.Undeploy(ctx)
 }
 
-// close stops the cluster and undoes what the overlay set up on the host:
-// the shared netns mount, nri-cni's bridge.
+// close stops the cluster, then undoes what the overlay set up on the host
+// (the shared netns mount, nri-cni's bridge).
 func (e *env) close() error {
 	var errs []error
 	if e.c != nil {
@@ -180,21 +150,15 @@ func (e *env) close() error {
 			errs = append(errs, err)
 		}
 	}
-	if e.overlay.unshare != nil {
-		// cluster.Close unmounts everything under its dir, this too.
-		if err := e.overlay.unshare(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, err)
-		}
-	}
-	if e.overlay.bridge != "" {
-		_ = exec.Command("ip", "link", "del", e.overlay.bridge).Run()
+	if e.o != nil {
+		errs = append(errs, e.o.Close())
 	}
 	return errors.Join(errs...)
 }
 
 // report logs the API requests nri-cni's service account made during the
 // run (issue 13 wants zero on the attach path) and the components' RSS.
-func (e *env) report(_ context.Context, logf func(string, ...any)) error {
+func (e *env) report(ctx context.Context, logf func(string, ...any)) error {
 	events, err := e.c.AuditEvents(func(ev cluster.AuditEvent) bool {
 		u := ev.User.Username
 		return u == "system:serviceaccount:kube-system:default" || strings.Contains(u, "nri-cni") ||
@@ -215,8 +179,10 @@ func (e *env) report(_ context.Context, logf func(string, ...any)) error {
 	for name, kib := range e.c.RSS() {
 		logf("RSS %-24s %6d KiB", name, kib)
 	}
-	if pid := nriCNIPid(e.overlay.metricsAddr); pid > 0 {
-		logf("RSS %-24s %6d KiB", "nri-cni", rssKiB(pid))
+	if pid, err := e.d.Pid(ctx); err != nil {
+		logf("RSS nri-cni unknown: %v", err)
+	} else {
+		logf("RSS %-24s %6d KiB", "nri-cni", cluster.RSSKiB(pid))
 	}
 	return nil
 }

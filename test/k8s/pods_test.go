@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
 // TestAnnotatedPod: a pod that asks for the example network gets net1 (seen
@@ -25,8 +26,8 @@ import (
 // entry.
 func TestAnnotatedPod(t *testing.T) {
 	f := newFixture(t)
-	netName := f.w.overlay.netName
-	_, subnet, err := net.ParseCIDR(f.w.overlay.subnet)
+	netName := f.w.o.NetName
+	_, subnet, err := net.ParseCIDR(f.w.o.Subnet)
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -34,9 +35,9 @@ func TestAnnotatedPod(t *testing.T) {
 		ann      map[string]string
 		wantNet1 bool
 	}{
-		{harness.RandomName("annotated-"), "default", map[string]string{annNetworks: netName}, true},
+		{harness.RandomName("annotated-"), "default", map[string]string{k8sdeploy.Annotation: netName}, true},
 		{harness.RandomName("plain-"), "default", nil, false},
-		{harness.RandomName("system-"), "kube-system", map[string]string{annNetworks: netName}, false},
+		{harness.RandomName("system-"), "kube-system", map[string]string{k8sdeploy.Annotation: netName}, false},
 	}
 	for _, c := range cases {
 		f.create(f.pod(c.name, c.ns, c.ann))
@@ -68,7 +69,7 @@ func TestAnnotatedPod(t *testing.T) {
 }
 
 func countBridgePorts(t *testing.T, f *fixture) int {
-	n, err := harness.BridgePorts(f.w.overlay.bridge)
+	n, err := harness.BridgePorts(f.w.o.Bridge)
 	require.NoError(t, err)
 	return n
 }
@@ -89,7 +90,7 @@ func TestDeploymentScale(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, ownerLabel: f.owner},
-					Annotations: map[string]string{annNetworks: f.w.overlay.netName}},
+					Annotations: map[string]string{k8sdeploy.Annotation: f.w.o.NetName}},
 				Spec: f.pod("", "", nil).Spec,
 			},
 		},
@@ -146,7 +147,7 @@ func TestDeploymentScale(t *testing.T) {
 func TestWrongNetwork(t *testing.T) {
 	f := newFixture(t)
 	name, bad := harness.RandomName("wrongnet-"), harness.RandomName("nosuchnet-")
-	pod := f.create(f.pod(name, "default", map[string]string{annNetworks: bad}))
+	pod := f.create(f.pod(name, "default", map[string]string{k8sdeploy.Annotation: bad}))
 
 	var msg string
 	f.waitFor("two FailedCreatePodSandBox events naming "+bad, waitLong, func() (bool, string) {
@@ -157,7 +158,7 @@ func TestWrongNetwork(t *testing.T) {
 		n, seen := 0, []string{}
 		for _, ev := range evs.Items {
 			seen = append(seen, fmt.Sprintf("%s x%d: %.200s", ev.Reason, ev.Count, ev.Message))
-			if ev.Reason == "FailedCreatePodSandBox" && strings.Contains(ev.Message, annNetworks) && strings.Contains(ev.Message, bad) {
+			if ev.Reason == "FailedCreatePodSandBox" && strings.Contains(ev.Message, k8sdeploy.Annotation) && strings.Contains(ev.Message, bad) {
 				n += max(int(ev.Count), 1)
 				msg = ev.Message
 			}
@@ -171,7 +172,7 @@ func TestWrongNetwork(t *testing.T) {
 	failed := f.sandboxes(string(pod.UID))
 	assert.Empty(t, f.nodeFiles(failed...), "a refused sandbox leaves nothing")
 
-	_, err = f.w.c.Kubectl(f.ctx, "annotate", "--overwrite", "pod", name, annNetworks+"="+f.w.overlay.netName)
+	_, err = f.w.c.Kubectl(f.ctx, "annotate", "--overwrite", "pod", name, k8sdeploy.Annotation+"="+f.w.o.NetName)
 	require.NoError(t, err)
 	fixed := time.Now()
 	p = f.waitReady("default", name)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
 // TestPauseKilled: the sandbox's pause process SIGKILLed (its pid from
@@ -23,7 +24,7 @@ import (
 func TestPauseKilled(t *testing.T) {
 	f := newFixture(t)
 	name := harness.RandomName("pausekill-")
-	f.create(f.pod(name, "default", map[string]string{annNetworks: f.w.overlay.netName}))
+	f.create(f.pod(name, "default", map[string]string{k8sdeploy.Annotation: f.w.o.NetName}))
 	pod := f.waitReady("default", name)
 	oldID, _ := f.readySandbox(pod)
 
@@ -48,7 +49,7 @@ func TestPauseKilled(t *testing.T) {
 			return false, err.Error()
 		}
 		ready := f.readyIDs(string(pod.UID))
-		if !podReady(p) || len(ready) != 1 {
+		if !k8sdeploy.PodReady(p) || len(ready) != 1 {
 			return false, "ready sandboxes " + strings.Join(ready, ",")
 		}
 		newID = ready[0]
@@ -80,7 +81,7 @@ func TestContainerdAndDaemonSetRestart(t *testing.T) {
 	var pods []attached
 	for i := 0; i < 2; i++ {
 		name := harness.RandomName("ctdrestart-")
-		f.create(f.pod(name, "default", map[string]string{annNetworks: f.w.overlay.netName}))
+		f.create(f.pod(name, "default", map[string]string{k8sdeploy.Annotation: f.w.o.NetName}))
 		pods = append(pods, attached{name: name})
 	}
 	for i := range pods {
@@ -90,11 +91,10 @@ func TestContainerdAndDaemonSetRestart(t *testing.T) {
 		pods[i].ip, _ = f.net1(st.NetnsPath)
 		require.NotEmpty(t, pods[i].ip)
 	}
-	ctd := f.w.c.Containerd
-	synced := ctd.CountLog(harness.PluginSynced("10-nri-cni"))
+	synced := f.w.d.Registrations()
 	start := time.Now()
 	require.NoError(t, f.w.c.RestartContainerd(f.ctx))
-	_, err := f.w.waitNRICNI(f.ctx, synced+1)
+	_, err := f.w.d.WaitReady(f.ctx, synced+1, waitLong)
 	require.NoError(t, err, "nri-cni reconnects to the restarted containerd")
 	t.Logf("containerd restarted, nri-cni reconnected in %s", time.Since(start).Round(time.Millisecond))
 	for _, a := range pods {
@@ -105,15 +105,15 @@ func TestContainerdAndDaemonSetRestart(t *testing.T) {
 		assert.Equal(t, a.ip, ip, "same net1 address after the containerd restart")
 	}
 
-	before, err := f.w.nriCNIPods(f.ctx)
+	before, err := f.w.d.Pods(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, before, 1)
-	synced = ctd.CountLog(harness.PluginSynced("10-nri-cni"))
+	synced = f.w.d.Registrations()
 	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
 	require.NoError(t, err)
 	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
 	require.NoError(t, err)
-	now, err := f.w.waitNRICNI(f.ctx, synced+1)
+	now, err := f.w.d.WaitReady(f.ctx, synced+1, waitLong)
 	require.NoError(t, err)
 	assert.NotEqual(t, before[0].Name, now, "a new nri-cni pod")
 	for _, a := range pods {
@@ -142,7 +142,7 @@ func TestContainerdAndDaemonSetRestart(t *testing.T) {
 func TestKubeletRestart(t *testing.T) {
 	f := newFixture(t)
 	name := harness.RandomName("kubelet-")
-	f.create(f.pod(name, "default", map[string]string{annNetworks: f.w.overlay.netName}))
+	f.create(f.pod(name, "default", map[string]string{k8sdeploy.Annotation: f.w.o.NetName}))
 	pod := f.waitReady("default", name)
 	id, st := f.readySandbox(pod)
 	ip, _ := f.net1(st.NetnsPath)
@@ -178,21 +178,23 @@ func TestSyncAttachOptIn(t *testing.T) {
 	// Registered after the fixture's: runs first, so nri-cni is back
 	// before the pods are deleted.
 	t.Cleanup(func() {
-		synced := w.c.Containerd.CountLog(harness.PluginSynced("10-nri-cni"))
+		synced := w.d.Registrations()
 		_, err := w.c.Kubectl(f.ctx, "-n", "kube-system", "patch", "ds/nri-cni", "--type=merge", "-p", back)
 		assert.NoError(t, err)
-		if pods, _ := w.nriCNIPods(f.ctx); len(pods) == 1 && podReady(&pods[0]) {
-			return
+		if pods, _ := w.d.Pods(f.ctx); len(pods) == 1 && k8sdeploy.PodReady(&pods[0]) {
+			synced = 0 // back already: WaitReady only records its pod
+		} else {
+			synced++
 		}
-		_, err = w.waitNRICNI(f.ctx, synced+1)
+		_, err = w.d.WaitReady(f.ctx, synced, waitLong)
 		assert.NoError(t, err)
 	})
 	_, err := w.c.Kubectl(f.ctx, "-n", "kube-system", "patch", "ds/nri-cni", "--type=merge", "-p", away)
 	require.NoError(t, err)
-	require.NoError(t, w.waitNoNRICNIPod(f.ctx))
+	require.NoError(t, w.d.WaitGone(f.ctx, waitLong))
 
 	annotated, plain := harness.RandomName("before-ann-"), harness.RandomName("before-plain-")
-	f.create(f.pod(annotated, "default", map[string]string{annNetworks: w.overlay.netName}))
+	f.create(f.pod(annotated, "default", map[string]string{k8sdeploy.Annotation: w.o.NetName}))
 	f.create(f.pod(plain, "default", nil))
 	annPod, plainPod := f.waitReady("default", annotated), f.waitReady("default", plain)
 	annID, annSt := f.readySandbox(annPod)
@@ -200,10 +202,10 @@ func TestSyncAttachOptIn(t *testing.T) {
 	_, ok := f.net1(annSt.NetnsPath)
 	require.False(t, ok, "no nri-cni yet: no net1")
 
-	synced := w.c.Containerd.CountLog(harness.PluginSynced("10-nri-cni"))
+	synced := w.d.Registrations()
 	_, err = w.c.Kubectl(f.ctx, "-n", "kube-system", "patch", "ds/nri-cni", "--type=merge", "-p", back)
 	require.NoError(t, err)
-	_, err = w.waitNRICNI(f.ctx, synced+1)
+	_, err = w.d.WaitReady(f.ctx, synced+1, waitLong)
 	require.NoError(t, err)
 	f.waitFor("nri-cni's resync done", waitLong, func() (bool, string) {
 		return strings.Contains(f.nriCNILog(), `msg="resync with the runtime done"`), "not yet"

@@ -25,8 +25,8 @@ const (
 	Selector = "app.kubernetes.io/name=nri-cni"
 	// Annotation is the pod annotation naming nri-cni's networks.
 	Annotation = "nri-cni.io/networks"
-	// pluginName is how nri-cni registers with containerd's NRI (idx-name).
-	pluginName = "10-nri-cni"
+	// PluginName is how nri-cni registers with containerd's NRI (idx-name).
+	PluginName = "10-nri-cni"
 )
 
 // BuildImage builds nri-cni's image as `make image` does into dir and
@@ -44,7 +44,7 @@ func BuildImage(ctx context.Context, dir string) (string, error) {
 type Deployed struct {
 	Cluster *cluster.Cluster
 	Overlay *Overlay
-	Pod     string // the DaemonSet's pod (kube-system)
+	Pod     string // the DaemonSet's pod (kube-system), as WaitReady last found it
 	Output  string // what `kubectl apply -k` printed
 }
 
@@ -60,7 +60,7 @@ func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *D
 	if err := harness.ImportImage(ctx, filepath.Join(tools.ContainerdDir, "ctr"), c.Containerd.Address, imageTar); err != nil {
 		return nil, err
 	}
-	o, err := WriteOverlay(dir, c.Containerd)
+	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl)
 	if err != nil {
 		return nil, err
 	}
@@ -71,36 +71,43 @@ func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *D
 			d = nil
 		}
 	}()
-	synced := c.Containerd.CountLog(harness.PluginSynced(pluginName))
+	synced := d.Registrations()
 	if d.Output, err = c.Kubectl(ctx, "apply", "-k", o.Dir); err != nil {
 		return d, err
 	}
-	d.Pod, err = d.WaitReady(ctx, synced+1, 3*time.Minute)
+	_, err = d.WaitReady(ctx, synced+1, 3*time.Minute)
 	return d, err
+}
+
+// Registrations is how many times the node's containerd has logged
+// nri-cni's registration (its NRI plugin synchronized) so far.
+func (d *Deployed) Registrations() int {
+	return d.Cluster.Containerd.CountLog(harness.PluginSynced(PluginName))
 }
 
 // WaitReady waits until the DaemonSet has exactly one pod, Running and
 // Ready, and containerd has logged nri-cni's registration at least synced
-// times; it returns the pod's name.
+// times (Registrations); it records the pod's name in d.Pod and returns it.
 func (d *Deployed) WaitReady(ctx context.Context, synced int, timeout time.Duration) (string, error) {
-	c := d.Cluster
-	pattern := harness.PluginSynced(pluginName)
 	var name string
 	err := poll(ctx, timeout, func() (bool, string) {
-		pods, err := d.pods(ctx)
+		pods, err := d.Pods(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(pods) == 1 && PodReady(&pods[0]) && c.Containerd.CountLog(pattern) >= synced {
+		n := d.Registrations()
+		if len(pods) == 1 && PodReady(&pods[0]) && n >= synced {
 			name = pods[0].Name
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s; containerd logged %q %d times, want %d\ncontainerd log tail:\n%s",
-			describe(pods), pattern, c.Containerd.CountLog(pattern), synced, c.Containerd.LogTail(10))
+		return false, fmt.Sprintf("%s; containerd logged %q %d times, want %d", describe(pods),
+			harness.PluginSynced(PluginName), n, synced)
 	})
 	if err != nil {
-		return "", fmt.Errorf("nri-cni Ready and connected to containerd: %w", err)
+		return "", fmt.Errorf("nri-cni Ready and connected to containerd: %w\ncontainerd log tail:\n%s",
+			err, d.Cluster.Containerd.LogTail(20))
 	}
+	d.Pod = name
 	return name, nil
 }
 
@@ -112,8 +119,14 @@ func (d *Deployed) Undeploy(ctx context.Context) error {
 	if _, err := d.Cluster.Kubectl(ctx, "delete", "-k", d.Overlay.Dir, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 		return err
 	}
-	err := poll(ctx, 2*time.Minute, func() (bool, string) {
-		pods, err := d.pods(ctx)
+	return d.WaitGone(ctx, 2*time.Minute)
+}
+
+// WaitGone waits until the DaemonSet has no pod (deleted, or moved off the
+// node).
+func (d *Deployed) WaitGone(ctx context.Context, timeout time.Duration) error {
+	err := poll(ctx, timeout, func() (bool, string) {
+		pods, err := d.Pods(ctx)
 		return err == nil && len(pods) == 0, fmt.Sprintf("%s %v", describe(pods), err)
 	})
 	if err != nil {
@@ -149,9 +162,14 @@ func (d *Deployed) Pid(ctx context.Context) (int, error) {
 	return st.Info.Pid, nil
 }
 
-// Log is the nri-cni container's log (kubectl logs).
+// ReadLog is the whole log of the nri-cni container of d.Pod (kubectl logs).
+func (d *Deployed) ReadLog(ctx context.Context) (string, error) {
+	return d.Cluster.Kubectl(ctx, "-n", "kube-system", "logs", d.Pod, "-c", "nri-cni", "--tail=-1")
+}
+
+// Log is ReadLog for error messages: "" when it cannot be read.
 func (d *Deployed) Log(ctx context.Context) string {
-	out, _ := d.Cluster.Kubectl(ctx, "-n", "kube-system", "logs", d.Pod, "-c", "nri-cni", "--tail=-1")
+	out, _ := d.ReadLog(ctx)
 	return out
 }
 
@@ -187,7 +205,8 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
-func (d *Deployed) pods(ctx context.Context) ([]corev1.Pod, error) {
+// Pods lists the DaemonSet's pods.
+func (d *Deployed) Pods(ctx context.Context) ([]corev1.Pod, error) {
 	l, err := d.Cluster.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: Selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing nri-cni's pods: %w", err)
@@ -198,7 +217,8 @@ func (d *Deployed) pods(ctx context.Context) ([]corev1.Pod, error) {
 func describe(pods []corev1.Pod) string {
 	s := make([]string, 0, len(pods))
 	for _, p := range pods {
-		s = append(s, p.Name+" "+string(p.Status.Phase)+" ready="+strconv.FormatBool(PodReady(&p)))
+		s = append(s, p.Name+" "+string(p.Status.Phase)+" ready="+strconv.FormatBool(PodReady(&p))+
+			" deleting="+strconv.FormatBool(p.DeletionTimestamp != nil))
 	}
 	return fmt.Sprintf("%d nri-cni pods %v", len(pods), s)
 }

@@ -4,11 +4,13 @@
 // kustomize overlay that changes only what isolation from the host and from
 // other runs needs (host paths, the NRI socket's directory, the metrics
 // port, the example network's bridge and subnet, imagePullPolicy Never).
-// Used by `make demo-k8s` and the k8s section of `make bench`. Like the
+// Used by the Kubernetes e2e tier (test/k8s), `make demo-k8s` and the k8s
+// section of `make bench`. Like the
 // harness, it does not import "testing".
 package k8sdeploy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,12 +48,44 @@ type Overlay struct {
 	unshare func() error
 }
 
-// WriteOverlay writes an overlay of deploy/base into dir/overlay for the
-// node whose runtime is ctd, creates the node dirs under dir/node and makes
-// the pinned-netns dir a shared mount (so HostToContainer propagation
-// reaches nri-cni, as /var/run/netns does on a node).
-func WriteOverlay(dir string, ctd *harness.Containerd) (o *Overlay, err error) {
-	b, err := deploy.LoadBase(harness.RepoRoot())
+// Kubectl runs kubectl (a cluster's) and returns its output.
+type Kubectl func(ctx context.Context, args ...string) (string, error)
+
+// RenderBase renders deploy/base the way `kubectl apply -k` will (`kubectl
+// kustomize`) and decodes the output strictly: every kind deploy.Objects
+// holds, once, no unknown fields. The overlay's patches are computed
+// against this, not against the files as written.
+func RenderBase(ctx context.Context, kubectl Kubectl) (*deploy.Base, error) {
+	b := &deploy.Base{Dir: filepath.Join(harness.RepoRoot(), "deploy", "base")}
+	out, err := kubectl(ctx, "kustomize", b.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeRendered(b, out); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func decodeRendered(b *deploy.Base, out string) error {
+	source := "kubectl kustomize " + b.Dir
+	if err := b.Decode(source, []byte(out)); err != nil {
+		return err
+	}
+	if missing := b.Missing(); len(missing) > 0 {
+		return fmt.Errorf("%s: no %s", source, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// WriteOverlay renders deploy/base with kubectl (RenderBase), writes an
+// overlay of it into dir/overlay for the node whose runtime is ctd, creates
+// the node dirs under dir/node and makes the pinned-netns dir a shared
+// mount (so HostToContainer propagation reaches nri-cni, as /var/run/netns
+// does on a node). A hostPath of the base without a private stand-in, or a
+// metrics address missing from the args or the liveness probe, is an error.
+func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl) (o *Overlay, err error) {
+	b, err := RenderBase(ctx, kubectl)
 	if err != nil {
 		return nil, err
 	}
@@ -159,11 +193,16 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 			return nil, fmt.Errorf("deploy/base: container %s has no --metrics-addr", c.Name)
 		}
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/args/%d", p, j), o.MetricsAddr})
-		if c.LivenessProbe != nil && c.LivenessProbe.Exec != nil {
-			if j := flagValue(c.LivenessProbe.Exec.Command, "--addr"); j >= 0 {
-				ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/livenessProbe/exec/command/%d", p, j), o.MetricsAddr})
-			}
+		// The probe must check the address nri-cni now listens on, or the
+		// kubelet kills it.
+		if c.LivenessProbe == nil || c.LivenessProbe.Exec == nil {
+			return nil, fmt.Errorf("deploy/base: container %s has no exec liveness probe", c.Name)
 		}
+		j = flagValue(c.LivenessProbe.Exec.Command, "--addr")
+		if j < 0 {
+			return nil, fmt.Errorf("deploy/base: container %s: liveness probe has no --addr", c.Name)
+		}
+		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/livenessProbe/exec/command/%d", p, j), o.MetricsAddr})
 		for k, m := range c.VolumeMounts {
 			if m.MountPath == "/var/run/netns" {
 				// containerd pins netns elsewhere here, and nri-cni opens the

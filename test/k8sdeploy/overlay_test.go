@@ -2,10 +2,14 @@ package k8sdeploy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nri-cni/nri-cni/test/deploy"
 	"github.com/nri-cni/nri-cni/test/harness"
@@ -60,5 +64,82 @@ func TestFlagValue(t *testing.T) {
 		{[]string{"run"}, "--addr", -1},
 	} {
 		assert.Equal(t, tc.want, flagValue(tc.args, tc.flag), "%v %s", tc.args, tc.flag)
+	}
+}
+
+// The overlay refuses a base it cannot isolate rather than deploying
+// something that touches the host or that the kubelet would kill.
+func TestDaemonSetOpsRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		change     func(*deploy.Base)
+	}{
+		{"unknown hostPath", "hostPath /var/run/other (volume extra) has no private stand-in", func(b *deploy.Base) {
+			ps := &b.DaemonSet.Spec.Template.Spec
+			ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "extra",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/other"}}})
+		}},
+		{"no metrics address", "has no --metrics-addr", func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).Args = []string{"run"}
+		}},
+		{"no liveness probe", "has no exec liveness probe", func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).LivenessProbe = nil
+		}},
+		{"probe without --addr", "liveness probe has no --addr", func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).LivenessProbe.Exec.Command = []string{"/usr/local/bin/nri-cni", "healthz"}
+		}},
+		{"no nri-cni container", "no container " + deploy.ContainerName, func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).Name = "other"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := deploy.LoadBase(harness.RepoRoot())
+			require.NoError(t, err)
+			tc.change(b)
+			_, err = daemonSetOps(b, &Overlay{MetricsAddr: "127.0.0.1:1"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// What `kubectl kustomize` printed is decoded strictly and must hold every
+// kind the base ships.
+func TestDecodeRendered(t *testing.T) {
+	b, err := deploy.LoadBase(harness.RepoRoot())
+	require.NoError(t, err)
+	var files []string
+	for _, r := range b.Kustomization.Resources {
+		data, err := os.ReadFile(filepath.Join(b.Dir, r))
+		require.NoError(t, err)
+		files = append(files, string(data))
+	}
+	all := strings.Join(files, "\n---\n")
+	var noSA []string // every file but the ServiceAccount's
+	for _, f := range files {
+		if !strings.Contains(f, "\nkind: ServiceAccount\n") {
+			noSA = append(noSA, f)
+		}
+	}
+	require.Len(t, noSA, len(files)-1)
+	for _, tc := range []struct {
+		name, out, want string
+	}{
+		{"every kind", all, ""},
+		{"a kind missing", strings.Join(files[1:], "\n---\n"), "no "},
+		{"a kind twice", all + "\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: x}\n", "a second ServiceAccount"},
+		{"an unknown field", strings.Join(noSA, "\n---\n") + "\n---\napiVersion: v1\nkind: ServiceAccount\nbogus: 1\n",
+			`unknown field "bogus"`},
+		{"not YAML", "kind: [", "document 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decodeRendered(&deploy.Base{Dir: b.Dir}, tc.out)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
 	}
 }
