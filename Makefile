@@ -5,6 +5,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Packages without root-only tests (fast tier).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
+ALL_PKGS  = $(shell $(GO) list ./...)
+# Packages that each start a single-node Kubernetes: run one at a time (after
+# the rest), so each sees the host state it alone changes and restores.
+K8S_PKGS  = $(addprefix github.com/nri-cni/nri-cni/test/,cluster k8s kubeapi)
 
 .DEFAULT_GOAL := help
 .PHONY: help build tools lint test test-unit test-integration e2e e2e-k8s demo demo-k8s soak bench clean
@@ -24,7 +28,8 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 test: build tools lint ## Everything: unit tests (-race) and, as root, the privileged tests.
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(filter-out $(K8S_PKGS),$(ALL_PKGS))
+	$(GO) test -race -count=1 -p 1 $(K8S_PKGS)
 
 test-unit: ## Unit tests only (no root needed).
 	$(GO) test -race -count=1 $(UNIT_PKGS)

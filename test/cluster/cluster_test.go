@@ -30,6 +30,9 @@ type hostView struct {
 	paths    map[string]bool // the kubelet's default paths: exist?
 	chains   []string
 	ourLinks []string // filled in while the cluster runs
+	// clusters running on the host when the view was taken (other test
+	// packages run in parallel): while any runs, the shared state is theirs.
+	clusters int
 }
 
 // kubeletDefaultPaths are where a kubelet writes by default; the cluster
@@ -42,7 +45,7 @@ var kubeletDefaultPaths = []string{
 func viewHost(t *testing.T) hostView {
 	t.Helper()
 	v := hostView{links: map[string]bool{}, mounts: map[string]bool{}, sysctls: cluster.ReadSysctls(),
-		chains: cluster.KubeChains()}
+		chains: cluster.KubeChains(), clusters: cluster.ClustersRunning()}
 	links, err := netlink.LinkList()
 	require.NoError(t, err)
 	for _, l := range links {
@@ -230,10 +233,16 @@ func assertRestored(t *testing.T, before, after hostView, dir string) {
 		}
 	}
 	assertNoMountsUnder(t, after, dir)
+	assert.Empty(t, processesMentioning(dir), "processes still naming %s", dir)
+	if before.clusters > 0 || after.clusters > 0 {
+		// Another test package's cluster holds the shared state; the last
+		// cluster to close restores it (TestClusterSharedHostState covers that).
+		t.Logf("%d/%d other cluster(s) on this host before/after: shared host state not compared", before.clusters, after.clusters)
+		return
+	}
 	assert.Equal(t, before.sysctls, after.sysctls, "kernel tunables restored")
 	assert.Equal(t, before.paths, after.paths, "the kubelet's default paths as before")
 	assert.Equal(t, before.chains, after.chains, "KUBE-* iptables chains as before")
-	assert.Empty(t, processesMentioning(dir), "processes still naming %s", dir)
 }
 
 func assertNoMountsUnder(t *testing.T, v hostView, dir string) {

@@ -167,6 +167,22 @@ func liveUsers() int {
 	return n
 }
 
+// ClustersRunning counts the clusters registered on this host whose test
+// process still runs (read only: nothing is swept). While any runs, the
+// shared host state (tunables, the kubelet's default paths) is held for it.
+func ClustersRunning() int {
+	entries, _ := os.ReadDir(filepath.Join(sharedDir, "users"))
+	n := 0
+	for _, e := range entries {
+		var u user
+		data, err := os.ReadFile(filepath.Join(sharedDir, "users", e.Name()))
+		if err == nil && json.Unmarshal(data, &u) == nil && u.Start != "" && procStart(u.Pid) == u.Start {
+			n++
+		}
+	}
+	return n
+}
+
 // procStart is field 22 of /proc/pid/stat (start time in clock ticks), "" if
 // the process does not exist.
 func procStart(pid int) string {
