@@ -63,3 +63,25 @@ func TestFailedTeardownNeverBlocksDeletionAndIsRetried(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, dels, 3, "Stop, Remove and the retries each tried")
 }
+
+// The netns watcher logs "networks released" only when it really tore the
+// attachment down: on CRI-O the netns goes before Stop, and the watcher can
+// list the record before Stop tears it down, then wait for Stop's lock. What
+// it logs must come from its own detach, not from that stale listing.
+func TestDetachReportsWhetherItToreDown(t *testing.T) {
+	f := newFixture(t, []string{"alpha"}, nil)
+	ctx := context.Background()
+	_, err := f.mgr.Attach(ctx, pod("stopped", 1))
+	require.NoError(t, err)
+	require.NoError(t, f.mgr.Detach(ctx, pod("stopped", 0), false)) // Stop won the race
+	tore, err := f.mgr.detachReporting(ctx, pod("stopped", 0), true)
+	require.NoError(t, err)
+	assert.False(t, tore, "Stop had released it: only the record is dropped")
+
+	_, err = f.mgr.Attach(ctx, pod("forgotten", 2))
+	require.NoError(t, err)
+	tore, err = f.mgr.detachReporting(ctx, pod("forgotten", 0), true)
+	require.NoError(t, err)
+	assert.True(t, tore, "no Stop came: the watcher released it")
+	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "ADD alpha net1", "DEL alpha net1"}, f.attachCmds())
+}

@@ -18,22 +18,31 @@ import (
 // failure keeps the record and schedules a background retry with backoff
 // (retry.go); a later success cancels it.
 func (m *Manager) Detach(ctx context.Context, sb Sandbox, final bool) error {
+	_, err := m.detachReporting(ctx, sb, final)
+	return err
+}
+
+// detachReporting is Detach, also saying whether it tore a recorded
+// attachment down just now (false: a record already torn down, or none), so
+// the caller logs what really happened (the netns watcher racing Stop).
+func (m *Manager) detachReporting(ctx context.Context, sb Sandbox, final bool) (bool, error) {
 	if err := state.ValidID(sb.ID); err != nil {
-		return err
+		return false, err
 	}
 	m.gcMu.RLock()
 	defer m.gcMu.RUnlock()
 	unlock := m.locks.Lock(sb.ID)
 	defer unlock()
-	if err := m.detach(ctx, sb, final); err != nil {
+	tore, err := m.detach(ctx, sb, final)
+	if err != nil {
 		m.retries.failed(sb, final, time.Now())
-		return err
+		return false, err
 	}
 	m.retries.done(sb.ID)
-	return nil
+	return tore, nil
 }
 
-func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) error {
+func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) (tore bool, err error) {
 	log := m.logFor(sb)
 	rec, err := m.store.Get(sb.ID)
 	if err != nil {
@@ -49,28 +58,29 @@ func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) error {
 			}
 		}
 		if err := m.delCached(ctx, log, sb.ID, nsPath); err != nil {
-			return fmt.Errorf("%s: %w", podRef(sb), err)
+			return false, fmt.Errorf("%s: %w", podRef(sb), err)
 		}
 		if final && !errors.Is(err, state.ErrNotFound) {
-			return m.store.Delete(sb.ID)
+			return false, m.store.Delete(sb.ID)
 		}
-		return nil
+		return false, nil
 	}
 	if rec.Phase != state.PhaseTornDown {
 		if err := m.teardown(ctx, log, rec, m.usableNetns(rec)); err != nil {
-			return fmt.Errorf("%s: %w", podRef(sb), err)
+			return false, fmt.Errorf("%s: %w", podRef(sb), err)
 		}
+		tore = true
 		rec.Phase, rec.Updated = state.PhaseTornDown, time.Now().UTC()
 		if !final {
 			if err := m.store.Put(rec); err != nil {
-				return fmt.Errorf("%s: %w", podRef(sb), err)
+				return tore, fmt.Errorf("%s: %w", podRef(sb), err)
 			}
 		}
 	}
 	if final {
-		return m.store.Delete(sb.ID)
+		return tore, m.store.Delete(sb.ID)
 	}
-	return nil
+	return tore, nil
 }
 
 // usableNetns returns the recorded netns path if it still names the same,

@@ -104,13 +104,15 @@ func (nw *netnsWatcher) release(ctx context.Context, sel func(*state.Record) boo
 		}
 		sb := Sandbox{ID: r.ID, Kind: r.Kind, Pod: cni.PodIdentity{Namespace: r.Namespace, Name: r.Name, UID: r.UID, InfraID: r.ID}}
 		log := nw.log.WithFields(logrus.Fields{"sandbox": r.ID, "pod": r.Name, "namespace": r.Namespace, "netns": r.Netns})
-		if err := nw.m.Detach(ctx, sb, true); err != nil {
+		tore, err := nw.m.detachReporting(ctx, sb, true)
+		if err != nil {
 			log.WithError(err).Error("netns gone, releasing failed; retried with backoff")
 			continue
 		}
-		if r.Phase == state.PhaseTornDown {
+		if !tore {
 			// Stop released it already (CRI-O removes the netns before
-			// Stop); only the record was left.
+			// Stop; Stop may take the pod's lock first): only the record
+			// was left.
 			log.Debug("netns gone: record of a torn-down sandbox dropped")
 			continue
 		}

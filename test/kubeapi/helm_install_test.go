@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -51,16 +52,17 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 
 	// The DaemonSet controller creates the pod: the ServiceAccount exists,
 	// NODE_NAME comes from the downward API, the token is mounted.
+	var dsPod corev1.Pod
 	require.Eventually(t, func() bool {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
-		if err != nil || len(pods.Items) != 1 {
-			return false
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Spec.NodeName == "" {
+			return false // not created, or not bound to the node yet
 		}
-		p := pods.Items[0]
-		assert.Equal(t, release, p.Spec.ServiceAccountName)
-		assert.Equal(t, c.NodeName, p.Spec.NodeName)
+		dsPod = pods.Items[0]
 		return true
-	}, waitFor, 200*time.Millisecond, "the DaemonSet never created its pod")
+	}, waitFor, 200*time.Millisecond, "the DaemonSet never created its pod on the node")
+	assert.Equal(t, release, dsPod.Spec.ServiceAccountName)
+	assert.Equal(t, c.NodeName, dsPod.Spec.NodeName)
 
 	checkIdentity(ctx, t, c, identity{Namespace: ns, ServiceAccount: release,
 		Policy: release + "-network-status", PolicyBinding: release + "-network-status"})
