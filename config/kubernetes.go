@@ -27,6 +27,22 @@ type KubernetesConfig struct {
 	// DefaultNetworkName names the runtime's own network (eth0) in the
 	// network-status annotation's first, default entry.
 	DefaultNetworkName string `json:"defaultNetworkName"`
+	// PrimaryConfDir is the runtime's own CNI config dir. When its first
+	// config is Multus, Multus owns the NPWG annotation and network-status
+	// on this node and nri-cni leaves both alone (empty: /etc/cni/net.d).
+	PrimaryConfDir string `json:"primaryConfDir"`
+}
+
+// DefaultPrimaryConfDir is where containerd and CRI-O read their own CNI
+// config by default.
+const DefaultPrimaryConfDir = "/etc/cni/net.d"
+
+// RuntimeConfDir returns PrimaryConfDir or its default.
+func (k *KubernetesConfig) RuntimeConfDir() string {
+	if k == nil || k.PrimaryConfDir == "" {
+		return DefaultPrimaryConfDir
+	}
+	return k.PrimaryConfDir
 }
 
 // DefaultKubernetesNetworkName is the network-status name of the runtime's
@@ -82,6 +98,9 @@ func (k *KubernetesConfig) validate() error {
 	}
 	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
 		return bad("kubeconfig", "must be an absolute path (or empty: in-cluster), got %q", k.Kubeconfig)
+	}
+	if k.PrimaryConfDir != "" && !filepath.IsAbs(k.PrimaryConfDir) {
+		return bad("primaryConfDir", "must be an absolute path, got %q", k.PrimaryConfDir)
 	}
 	if k.NodeName != "" && !validNodeName(k.NodeName) {
 		return bad("nodeName", "%q is not a Kubernetes node name", k.NodeName)

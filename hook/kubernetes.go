@@ -63,7 +63,24 @@ type NetworkStatus struct {
 type PodNetworks struct {
 	Namespace, Name, UID string
 	SandboxID            string
-	Networks             []NetworkStatus
+	// Static: a static pod (from the kubelet's manifest dir or URL). The API
+	// server knows it only as its mirror pod, whose UID differs; the mirror
+	// carries UID in its kubernetes.io/config.mirror annotation instead.
+	Static   bool
+	Networks []NetworkStatus
+}
+
+// Static pods: the kubelet marks a pod that did not come from the API server
+// with its source, and names the static pod's UID in its mirror pod.
+const (
+	annotationConfigSource = "kubernetes.io/config.source"
+	configSourceAPI        = "api"
+)
+
+// isStatic reports whether the pod's annotations say it is a static pod.
+func isStatic(annotations map[string]string) bool {
+	src, ok := annotations[annotationConfigSource]
+	return ok && src != configSourceAPI
 }
 
 // AttachFailure is a failed attach, for a Warning Event on the pod. Network
@@ -98,17 +115,35 @@ func WithNetworkSource(src NetworkSource) Option { return func(m *Manager) { m.s
 // nothing.
 func WithStatusSink(sink StatusSink) Option { return func(m *Manager) { m.sink = sink } }
 
+// WithMultusCheck tells the Manager where to learn whether Multus is this
+// node's primary network (it returns the config file that says so, or "").
+// While it is, Multus owns the NPWG annotation and network-status: nri-cni
+// attaches no NPWG networks and writes no status, so the two never attach
+// the same network or overwrite each other's status. nri-cni.io/networks
+// keeps working.
+func WithMultusCheck(primary func() string) Option { return func(m *Manager) { m.multus = primary } }
+
 // npwg reports whether the NPWG annotation is honoured: Kubernetes mode with
 // a network source, and the admin opted in.
 func (m *Manager) npwg() bool { return m.source != nil && m.cfg.Kubernetes.NPWG() }
 
+// multusPrimary is the config file that makes Multus this node's primary
+// network, or "".
+func (m *Manager) multusPrimary() string {
+	if m.multus == nil {
+		return ""
+	}
+	return m.multus()
+}
+
 // reportAttached hands rec's networks to the sink (pods with a UID only:
 // the status patch is guarded by it).
 func (m *Manager) reportAttached(sb Sandbox, rec *state.Record) {
-	if m.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" {
+	if m.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" || m.multusPrimary() != "" {
 		return
 	}
-	pn := PodNetworks{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID, SandboxID: sb.ID}
+	pn := PodNetworks{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID, SandboxID: sb.ID,
+		Static: isStatic(sb.Annotations)}
 	pn.Networks = append(pn.Networks, NetworkStatus{
 		Name: m.cfg.Kubernetes.PrimaryNetworkName(), Interface: "eth0", IPs: bareIPs(sb.IPs), Default: true,
 	})

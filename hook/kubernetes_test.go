@@ -330,3 +330,62 @@ func TestNPWGInterfaceNamesAndDuplicates(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadAnnotation)
 	assert.Contains(t, err.Error(), fmt.Sprintf("%s element 2 (ns1/a): interface \"x1\" used twice", AnnotationNPWGNetworks))
 }
+
+func TestStaticPodsAreReportedAsStatic(t *testing.T) {
+	// The kubelet marks pods that did not come from the API server with
+	// kubernetes.io/config.source; their status goes to the mirror pod.
+	for _, c := range []struct {
+		source string // "" = no annotation
+		static bool
+	}{{"", false}, {"api", false}, {"file", true}, {"http", true}} {
+		t.Run("source="+c.source, func(t *testing.T) {
+			kf := newKubeFixture(t, nil)
+			kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+			sb := npwgPod("sb1", "net-a")
+			if c.source != "" {
+				sb.Annotations["kubernetes.io/config.source"] = c.source
+			}
+			_, err := kf.mgr.Attach(context.Background(), sb)
+			require.NoError(t, err)
+			status, _ := kf.sink.snapshot()
+			require.Len(t, status, 1)
+			assert.Equal(t, c.static, status[0].Static)
+			assert.Equal(t, sb.Pod.UID, status[0].UID, "the static pod's own UID (the mirror names it)")
+		})
+	}
+}
+
+func TestNPWGDefersToMultusAsThePrimaryNetwork(t *testing.T) {
+	// Where Multus is the runtime's primary network it has attached the
+	// NPWG networks before nri-cni sees the pod: nri-cni attaches none of
+	// them and writes no network-status (Multus's); its own annotation
+	// still works.
+	kf := newKubeFixture(t, nil)
+	primary := "/etc/cni/net.d/00-multus.conf"
+	kf.mgr = NewManager(kf.cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil, WithNetworkSource(kf.src),
+		WithStatusSink(kf.sink), WithMultusCheck(func() string { return primary }))
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+
+	rec, err := kf.mgr.Attach(context.Background(), npwgPod("sb1", "net-a"))
+	require.NoError(t, err)
+	assert.Nil(t, rec, "nothing attached")
+	assert.Empty(t, kf.cmds())
+
+	both := npwgPod("sb2", "net-a")
+	both.Annotations[AnnotationNetworks] = "alpha"
+	rec, err = kf.mgr.Attach(context.Background(), both)
+	require.NoError(t, err, "not ErrBothAnnotations: the NPWG one is Multus's")
+	require.NotNil(t, rec)
+	assert.Equal(t, []string{"ADD alpha net1"}, kf.cmds())
+	status, _ := kf.sink.snapshot()
+	assert.Empty(t, status, "network-status is Multus's")
+	assert.Zero(t, kf.src.lookups, "no NAD looked up")
+
+	// Multus removed from the node: nri-cni takes the annotation again.
+	primary = ""
+	rec, err = kf.mgr.Attach(context.Background(), npwgPod("sb3", "net-a"))
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	status, _ = kf.sink.snapshot()
+	assert.Len(t, status, 1)
+}

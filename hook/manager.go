@@ -84,6 +84,7 @@ type Manager struct {
 	// source and sink: Kubernetes mode (kubernetes.go); nil without it.
 	source NetworkSource
 	sink   StatusSink
+	multus func() string // WithMultusCheck
 }
 
 // Observer is told about every CNI operation.

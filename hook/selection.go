@@ -50,7 +50,18 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 		return nil, fmt.Sprintf("namespace %q is filtered out (config namespaces)", sb.Pod.Namespace), nil
 	}
 	value, annotated := sb.Annotations[AnnotationNetworks]
-	if npwgValue, ok := sb.Annotations[AnnotationNPWGNetworks]; ok && m.npwg() {
+	npwgValue, npwg := sb.Annotations[AnnotationNPWGNetworks]
+	if npwg && m.npwg() {
+		if f := m.multusPrimary(); f != "" {
+			// Multus is the primary network and has attached these already.
+			if !annotated {
+				return nil, fmt.Sprintf("%s is Multus's on this node: Multus is the runtime's primary network (%s)",
+					AnnotationNPWGNetworks, f), nil
+			}
+			npwg = false
+		}
+	}
+	if npwg && m.npwg() {
 		if annotated && m.cfg.PodSelection {
 			return nil, "", ErrBothAnnotations
 		}

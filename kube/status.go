@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,9 +133,15 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 	log := w.log.WithFields(logrus.Fields{"pod": p.pn.Name, "namespace": p.pn.Namespace, "uid": uid})
 	err := w.write(ctx, p.pn)
 	switch {
-	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	case p.pn.Static && apierrors.IsNotFound(err) && w.queue.NumRequeues(uid) < mirrorRetries:
+		// The kubelet creates a static pod's mirror when it can reach the
+		// API server, which may be after the attach: wait for it a while.
+		log.WithError(err).Debug("network-status of a static pod: no mirror pod yet; retrying")
+		w.queue.AddRateLimited(uid)
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err), p.pn.Static && apierrors.IsInvalid(err):
 		// Written; or the pod is gone, or this name is another pod now (the
-		// UID guard): its own attach writes its status.
+		// UID guard; for a mirror pod its failed test): its own attach writes
+		// its status.
 		if err != nil {
 			log.WithError(err).Debug("network-status not written: the pod is gone or replaced")
 		}
@@ -154,11 +161,11 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 // write patches the pod's network-status annotation, and nothing else, if
 // the pod still has pn's UID.
 func (w *StatusWriter) write(ctx context.Context, pn hook.PodNetworks) error {
-	patch, err := statusPatch(pn)
+	pt, patch, err := statusPatch(pn)
 	if err != nil {
 		return err
 	}
-	_, err = w.client.CoreV1().Pods(pn.Namespace).Patch(ctx, pn.Name, types.MergePatchType, patch,
+	_, err = w.client.CoreV1().Pods(pn.Namespace).Patch(ctx, pn.Name, pt, patch,
 		metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("patching pod %s/%s: %w", pn.Namespace, pn.Name, err)
@@ -201,16 +208,40 @@ func NetworkStatusJSON(pn hook.PodNetworks) (string, error) {
 	return string(data), nil
 }
 
-// statusPatch is the merge patch: metadata.uid (a precondition: the API
-// server refuses the patch with a Conflict if the pod by that name has
-// another UID) and the one annotation.
-func statusPatch(pn hook.PodNetworks) ([]byte, error) {
+// statusPatch is the patch that writes pn's network-status and nothing
+// else, guarded by the pod's identity. For a pod from the API server: a
+// merge patch of metadata.uid (a precondition: the API server refuses it
+// with a Conflict if the pod by that name has another UID) and the one
+// annotation. For a static pod, whose API object is its mirror pod with a
+// UID of its own: a JSON patch whose test operation requires the mirror's
+// kubernetes.io/config.mirror annotation to name the static pod's UID.
+func statusPatch(pn hook.PodNetworks) (types.PatchType, []byte, error) {
 	value, err := NetworkStatusJSON(pn)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return json.Marshal(map[string]any{"metadata": map[string]any{
+	if pn.Static {
+		data, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(AnnotationMirror), "value": pn.UID},
+			{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(AnnotationNetworkStatus), "value": value},
+		})
+		return types.JSONPatchType, data, err
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         pn.UID,
 		"annotations": map[string]string{AnnotationNetworkStatus: value},
 	}})
+	return types.MergePatchType, data, err
+}
+
+// AnnotationMirror is the annotation by which the kubelet ties a mirror
+// pod to its static pod (its value is the static pod's UID).
+const AnnotationMirror = "kubernetes.io/config.mirror"
+
+// mirrorRetries bounds the wait for a static pod's mirror (with the
+// writer's backoff, a few minutes).
+const mirrorRetries = 12
+
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,4 +243,82 @@ func TestStartWiresSourceStatusAndEvents(t *testing.T) {
 	assert.Equal(t, "web", ev.InvolvedObject.Name)
 	assert.Equal(t, "node-1", ev.Source.Host)
 	assert.Contains(t, ev.Message, "ns1/a")
+}
+
+// mirrorPod is the API's view of a static pod: a mirror pod whose own UID
+// differs and whose config.mirror annotation names the static pod's UID.
+func mirrorPod(staticUID string) *corev1.Pod {
+	p := testPod()
+	p.UID = "uid-of-the-mirror"
+	p.Annotations[AnnotationMirror] = staticUID
+	return p
+}
+
+func TestStaticPodStatusGoesToItsMirrorPod(t *testing.T) {
+	c := fake.NewClientset(mirrorPod("uid-web"))
+	var p patches
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	pn := sample()
+	pn.Static = true
+	w.PodNetworks(pn)
+	require.Eventually(t, func() bool { return w.Pending() == 0 && p.count() == 1 }, waitFor, 5*time.Millisecond)
+
+	var ops []map[string]any
+	require.NoError(t, json.Unmarshal(p.seen[0], &ops), "a JSON patch")
+	require.Len(t, ops, 2)
+	assert.Equal(t, map[string]any{"op": "test", "path": "/metadata/annotations/kubernetes.io~1config.mirror", "value": "uid-web"}, ops[0])
+	assert.Equal(t, "add", ops[1]["op"])
+	assert.Equal(t, "/metadata/annotations/k8s.v1.cni.cncf.io~1network-status", ops[1]["path"])
+	got, labels := annotation(t, c)
+	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
+	assert.Equal(t, "me", got["keep"])
+	assert.Equal(t, "uid-web", got[AnnotationMirror])
+	assert.Equal(t, map[string]string{"app": "web"}, labels)
+}
+
+func TestStaticPodOfAnotherVersionIsNotWritten(t *testing.T) {
+	// The mirror names another static pod (its manifest changed): the test
+	// operation fails and the status is dropped, not retried.
+	c := fake.NewClientset(mirrorPod("uid-newer"))
+	// The API server answers a failed test operation with 422 (its JSON
+	// patch handler); the fake tracker does not.
+	var p patches
+	p.fail = func(int, []byte) error {
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			`testing value /metadata/annotations/kubernetes.io~1config.mirror failed: test failed`, 0, false)
+	}
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	pn := sample()
+	pn.Static = true
+	w.PodNetworks(pn)
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 1, p.count(), "not retried")
+	got, _ := annotation(t, c)
+	assert.NotContains(t, got, AnnotationNetworkStatus)
+}
+
+func TestStaticPodWaitsForItsMirror(t *testing.T) {
+	// The kubelet creates the mirror pod once it reaches the API server,
+	// possibly after the attach: NotFound is retried for a static pod (a
+	// pod from the API server that is not found is gone: dropped at once,
+	// TestStatusUIDGuardDropsAReplacedPod).
+	c := fake.NewClientset()
+	var p patches
+	p.fail = func(n int, _ []byte) error {
+		if n == 3 {
+			require.NoError(t, c.Tracker().Add(mirrorPod("uid-web")))
+		}
+		return nil
+	}
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	pn := sample()
+	pn.Static = true
+	w.PodNetworks(pn)
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 3, p.count(), "two NotFound, then written")
+	got, _ := annotation(t, c)
+	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/kube"
@@ -38,5 +39,10 @@ func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *log
 			log.Info("Kubernetes mode: NetworkAttachmentDefinition cache synced")
 		}
 	}()
-	return []hook.Option{hook.WithNetworkSource(mode.Source), hook.WithStatusSink(mode.Status)}, nil
+	multus := cni.NewMultusDetector(k.RuntimeConfDir())
+	if f := multus.Primary(); f != "" && k.NPWG() {
+		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
+	}
+	return []hook.Option{hook.WithNetworkSource(mode.Source), hook.WithStatusSink(mode.Status),
+		hook.WithMultusCheck(multus.Primary)}, nil
 }

@@ -67,5 +67,5 @@ current-context: x
 	defer cancel()
 	opts, err = a.kubernetesOptions(ctx, cfg, log)
 	require.NoError(t, err)
-	assert.Len(t, opts, 2, "a network source and a status sink")
+	assert.Len(t, opts, 3, "a network source, a status sink and the Multus check")
 }
