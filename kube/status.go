@@ -238,9 +238,11 @@ func statusPatch(pn hook.PodNetworks) (types.PatchType, []byte, error) {
 // pod to its static pod (its value is the static pod's UID).
 const AnnotationMirror = "kubernetes.io/config.mirror"
 
-// mirrorRetries bounds the wait for a static pod's mirror (with the
-// writer's backoff, a few minutes).
-const mirrorRetries = 12
+// mirrorRetries bounds the wait for a static pod's mirror: the kubelet
+// retries creating it on its periodic pod sync (syncFrequency, 1 min by
+// default) after the API server is back. With the writer's backoff (up to
+// 30 s apart) 20 tries are about 8 minutes.
+const mirrorRetries = 20
 
 func jsonPointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")

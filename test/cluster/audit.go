@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event the tests count by.
@@ -25,6 +26,9 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	UserAgent string `json:"userAgent"`
+	Stage     string `json:"stage"`
+	// RequestReceived is when the API server received the request.
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
 }
 
 // AuditEvents reads the audit log (Opts.Audit) and returns the events that

@@ -30,7 +30,7 @@ func (c *Cluster) kubeletConfig() map[string]any {
 		"oomScoreAdj":                 0,
 		"podLogsDir":                  c.PodLogsDir,
 		"volumePluginDir":             filepath.Join(c.Dir, "volume-plugins"),
-		"staticPodPath":               "",
+		"staticPodPath":               c.StaticPodDir(),
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 		"imageMinimumGCAge":           "87600h",
@@ -70,7 +70,7 @@ func (c *Cluster) writeKubelet(edit func(map[string]any)) error {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("kubelet config: %w", err)
 	}
-	for _, d := range []string{c.KubeletRootDir, c.PodLogsDir} {
+	for _, d := range []string{c.KubeletRootDir, c.PodLogsDir, c.StaticPodDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("kubelet dir: %w", err)
 		}

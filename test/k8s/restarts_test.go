@@ -28,19 +28,7 @@ func TestPauseKilled(t *testing.T) {
 	pod := f.waitReady("default", name)
 	oldID, _ := f.readySandbox(pod)
 
-	out, err := f.w.c.Crictl(f.ctx, "inspectp", "-o", "json", oldID)
-	require.NoError(t, err)
-	var inspect struct {
-		Info struct {
-			Pid int `json:"pid"`
-		} `json:"info"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &inspect), "crictl inspectp: %.300s", out)
-	require.Positive(t, inspect.Info.Pid)
-	comm, err := readComm(inspect.Info.Pid)
-	require.NoError(t, err)
-	require.Equal(t, "pause", comm, "pid %d is the sandbox's pause", inspect.Info.Pid)
-	require.NoError(t, syscall.Kill(inspect.Info.Pid, syscall.SIGKILL))
+	f.killPause(oldID)
 
 	var newID string
 	f.waitFor("a new ready sandbox", waitLong, func() (bool, string) {
@@ -67,6 +55,26 @@ func TestPauseKilled(t *testing.T) {
 	assert.Equal(t, 1, countLog(log, "network attached", newID), "one ADD for the new sandbox")
 	assert.Equal(t, 0, countLog(log, "network detached", newID), "no DEL for the new sandbox yet")
 	assert.Equal(t, f.ports+1, countBridgePorts(t, f), "one veth on the bridge")
+}
+
+// killPause SIGKILLs the sandbox's pause process (its pid from `crictl
+// inspectp`, checked to be a pause).
+func (f *fixture) killPause(id string) {
+	t := f.t
+	t.Helper()
+	out, err := f.w.c.Crictl(f.ctx, "inspectp", "-o", "json", id)
+	require.NoError(t, err)
+	var inspect struct {
+		Info struct {
+			Pid int `json:"pid"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &inspect), "crictl inspectp: %.300s", out)
+	require.Positive(t, inspect.Info.Pid)
+	comm, err := readComm(inspect.Info.Pid)
+	require.NoError(t, err)
+	require.Equal(t, "pause", comm, "pid %d is the sandbox's pause", inspect.Info.Pid)
+	require.NoError(t, syscall.Kill(inspect.Info.Pid, syscall.SIGKILL))
 }
 
 // TestContainerdAndDaemonSetRestart: containerd restarted under attached

@@ -60,7 +60,8 @@ func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *D
 	if err := harness.ImportImage(ctx, filepath.Join(tools.ContainerdDir, "ctr"), c.Containerd.Address, imageTar); err != nil {
 		return nil, err
 	}
-	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl)
+	host, port := c.APIServerHostPort()
+	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl, host, port)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cni/nri-cni/test/deploy"
@@ -36,6 +37,13 @@ type Overlay struct {
 	Bridge      string // its bridge (unique)
 	Subnet      string // its subnet (unique)
 	MetricsAddr string // --metrics-addr and the liveness probe's --addr
+	// APIHost and APIPort: where nri-cni's in-cluster client reaches the API
+	// server (KUBERNETES_SERVICE_HOST/PORT; no kube-proxy serves the
+	// kubernetes Service's cluster IP on the test node).
+	APIHost, APIPort string
+	// SharedNamespace is the one namespace nri.conf's
+	// kubernetes.sharedNamespaces lists (unique; the tests create it).
+	SharedNamespace string
 
 	// Node paths behind the DaemonSet's hostPath volumes.
 	StateDir string // for /var/lib/nri-cni: nri-cni's records
@@ -82,9 +90,10 @@ func decodeRendered(b *deploy.Base, out string) error {
 // overlay of it into dir/overlay for the node whose runtime is ctd, creates
 // the node dirs under dir/node and makes the pinned-netns dir a shared
 // mount (so HostToContainer propagation reaches nri-cni, as /var/run/netns
-// does on a node). A hostPath of the base without a private stand-in, or a
+// does on a node). apiHost and apiPort are the API server's address for the
+// in-cluster client. A hostPath of the base without a private stand-in, or a
 // metrics address missing from the args or the liveness probe, is an error.
-func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl) (o *Overlay, err error) {
+func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl, apiHost, apiPort string) (o *Overlay, err error) {
 	b, err := RenderBase(ctx, kubectl)
 	if err != nil {
 		return nil, err
@@ -93,7 +102,7 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
 		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
 		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: ctd.Dir,
-		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns")}
+		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns"), APIHost: apiHost, APIPort: apiPort}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
 	}
@@ -109,6 +118,12 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 		return nil, err
 	}
 	cmOps := []jsonOp{{Op: "replace", Path: "/data/" + pointerEscape(keys[0]), Value: b.ConfigMap.Data[keys[0]]}}
+	o.SharedNamespace = harness.RandomName("nad-shared-")
+	conf, err := withSharedNamespace(b.ConfigMap.Data[deploy.ConfigKey], o.SharedNamespace)
+	if err != nil {
+		return nil, err
+	}
+	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: conf})
 	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
@@ -203,6 +218,13 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 			return nil, fmt.Errorf("deploy/base: container %s: liveness probe has no --addr", c.Name)
 		}
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/livenessProbe/exec/command/%d", p, j), o.MetricsAddr})
+		if o.APIHost != "" {
+			// The container's env wins over the kubelet's service variables.
+			for _, e := range []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: o.APIHost},
+				{Name: "KUBERNETES_SERVICE_PORT", Value: o.APIPort}} {
+				ops = append(ops, jsonOp{"add", p + "/env/-", e})
+			}
+		}
 		for k, m := range c.VolumeMounts {
 			if m.MountPath == "/var/run/netns" {
 				// containerd pins netns elsewhere here, and nri-cni opens the
@@ -229,6 +251,25 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumes/%d/hostPath/path", spec, i), to})
 	}
 	return ops, nil
+}
+
+// withSharedNamespace sets kubernetes.sharedNamespaces of the shipped
+// nri.conf to [ns]; the base must ship Kubernetes mode on.
+func withSharedNamespace(nriConf, ns string) (string, error) {
+	var conf map[string]any
+	if err := yaml.Unmarshal([]byte(nriConf), &conf); err != nil {
+		return "", fmt.Errorf("deploy/base nri.conf: %w", err)
+	}
+	k, ok := conf["kubernetes"].(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("deploy/base nri.conf: no kubernetes section (Kubernetes mode must ship on)")
+	}
+	k["sharedNamespaces"] = []string{ns}
+	out, err := yaml.Marshal(conf)
+	if err != nil {
+		return "", fmt.Errorf("deploy/base nri.conf: %w", err)
+	}
+	return string(out), nil
 }
 
 // flagValue is the index of flag's value in args, -1 if absent.

@@ -125,12 +125,18 @@ type ReadyWatch struct{ *watcher }
 // WatchReady starts watching the pods in namespace ns that match the label
 // selector. Stop ends it.
 func WatchReady(ctx context.Context, k kubernetes.Interface, ns, selector string) (*ReadyWatch, error) {
+	return WatchPods(ctx, k, ns, selector, PodReady)
+}
+
+// WatchPods is WatchReady for another condition: Wait returns when a pod was
+// first seen with cond true.
+func WatchPods(ctx context.Context, k kubernetes.Interface, ns, selector string, cond func(*corev1.Pod) bool) (*ReadyWatch, error) {
 	list, err := k.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods %s in %s: %w", selector, ns, err)
 	}
 	observe := func(m *marks, obj any, at time.Time) {
-		if p, ok := obj.(*corev1.Pod); ok && PodReady(p) {
+		if p, ok := obj.(*corev1.Pod); ok && cond(p) {
 			m.set(p.Name, at)
 		}
 	}
@@ -151,7 +157,7 @@ func WatchReady(ctx context.Context, k kubernetes.Interface, ns, selector string
 func (w *ReadyWatch) Wait(ctx context.Context, name string, timeout time.Duration) (time.Time, error) {
 	at, err := w.wait(ctx, name, timeout)
 	if err != nil {
-		return at, fmt.Errorf("pod %s Ready: %w", name, err)
+		return at, fmt.Errorf("pod %s: %w", name, err)
 	}
 	return at, nil
 }

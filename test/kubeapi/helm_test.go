@@ -60,7 +60,7 @@ func TestHelmLint(t *testing.T) {
 	ctx := context.Background()
 	for _, args := range [][]string{
 		nil,
-		{"--set", "kubernetes.enabled=true,kubernetes.npwgAnnotation=true", "--set", "daemonSet.enabled=false"},
+		{"--set", "kubernetes.enabled=false,kubernetes.npwgAnnotation=false", "--set", "daemonSet.enabled=false"},
 	} {
 		out, err := h.run(ctx, append([]string{"lint", "--strict", ChartDir()}, args...)...)
 		require.NoError(t, err, "helm lint %v", args)

@@ -242,6 +242,7 @@ func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id ide
 	require.NoError(t, err)
 	checkRBAC(ctx, t, id, f, nadAdmin)
 	checkDaemonCode(ctx, t, c, f)
+	t.Run("TokenRotation", func(t *testing.T) { checkTokenRotation(ctx, t, c, id, f) })
 }
 
 // checkUnboundToken: a token of the same ServiceAccount without a node claim
