@@ -55,7 +55,7 @@ func TestAPIServerOutage(t *testing.T) {
 			"annotations": map[string]string{npwgAnnotation: n.Name}},
 		"spec": map[string]any{
 			"terminationGracePeriodSeconds": 0,
-			"containers": []any{map[string]any{"name": "pause", "image": harness.PauseImage, "imagePullPolicy": "Never"}},
+			"containers":                    []any{map[string]any{"name": "pause", "image": harness.PauseImage, "imagePullPolicy": "Never"}},
 		},
 	}
 	data, err := yaml.Marshal(manifest)
