@@ -56,6 +56,9 @@ type NetworkStatus struct {
 	Mac       string
 	Default   bool
 	DNS       *state.DNS
+	// Gateways: the pod's default routes through this interface (NPWG
+	// "default-route").
+	Gateways []string
 }
 
 // PodNetworks is a pod's network-status: the runtime's own network first (the
@@ -152,7 +155,8 @@ func (m *Manager) reportAttached(sb Sandbox, rec *state.Record) {
 		if name == "" {
 			name = n.Name
 		}
-		pn.Networks = append(pn.Networks, NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac, DNS: n.DNS})
+		pn.Networks = append(pn.Networks, NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac,
+			DNS: n.DNS, Gateways: n.Gateways})
 	}
 	m.sink.PodNetworks(pn)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 
@@ -194,7 +195,8 @@ func TestNPWGErrorsBeforeAnyCNICall(t *testing.T) {
 			}, ErrCapabilityNotAllowed, `element 1 (ns1/net-a) key "mac" needs capability "mac"`},
 		{"capability not declared", `[{"name":"net-a","ips":["10.1.1.1/24"]}]`, nil, ErrCapabilityNotDeclared,
 			`"ips" (key "ips") by network "cni-a"`},
-		{"bad annotation", `[{"name":"net-a","default-route":["10.0.0.1"]}]`, nil, ErrUnsupportedField, `"default-route"`},
+		{"unsupported key", `[{"name":"net-a","infiniband-guid":"c2:11"}]`, nil, ErrUnsupportedField, `"infiniband-guid"`},
+		{"bad default-route", `[{"name":"net-a","default-route":["gw"]}]`, nil, ErrBadAnnotation, `"default-route": "gw" is not an IP address`},
 		{"cni-args conflict", `[{"name":"fixed","cni-args":{"owner":"pod"}}]`, nil, cni.ErrArgsConflict, `"cni-args"`},
 		{"both annotations", "net-a", func(kf *kubeFixture) {}, ErrBothAnnotations, AnnotationNetworks},
 	} {
@@ -388,4 +390,56 @@ func TestNPWGDefersToMultusAsThePrimaryNetwork(t *testing.T) {
 	require.NotNil(t, rec)
 	status, _ = kf.sink.snapshot()
 	assert.Len(t, status, 1)
+}
+
+// routeCall is one call of the Manager's default-route seam.
+type routeCall struct {
+	path, ifname string
+	gateways     []string
+}
+
+func recordRoutes(kf *kubeFixture, fail error) *[]routeCall {
+	var calls []routeCall
+	kf.mgr.routes = func(path, ifname string, gws []net.IP) error {
+		c := routeCall{path: path, ifname: ifname}
+		for _, g := range gws {
+			c.gateways = append(c.gateways, g.String())
+		}
+		calls = append(calls, c)
+		return fail
+	}
+	return &calls
+}
+
+func TestNPWGDefaultRoute(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	kf.nad(NADRef{"ns1", "net-b"}, "cni-b", nil)
+	calls := recordRoutes(kf, nil)
+	sb := npwgPod("sb1", `[{"name":"net-a"},{"name":"net-b","interface":"wan","default-route":["10.1.0.1","fd01::1"]}]`)
+	rec, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b wan"}, kf.cmds())
+	require.Len(t, *calls, 1, "once, after every ADD")
+	assert.Equal(t, routeCall{path: rec.Netns, ifname: "wan", gateways: []string{"10.1.0.1", "fd01::1"}}, (*calls)[0])
+	assert.Empty(t, rec.Networks[0].Gateways)
+	assert.Equal(t, []string{"10.1.0.1", "fd01::1"}, rec.Networks[1].Gateways, "recorded")
+	status, _ := kf.sink.snapshot()
+	require.Len(t, status, 1)
+	assert.Equal(t, []string{"10.1.0.1", "fd01::1"}, status[0].Networks[2].Gateways, "in network-status")
+	assert.True(t, status[0].Networks[0].Default, "entry 0 stays the default network")
+}
+
+func TestNPWGDefaultRouteFailureRollsBack(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	recordRoutes(kf, fmt.Errorf("setting the default route via 192.0.2.1 dev net1: network is unreachable"))
+	_, err := kf.mgr.Attach(context.Background(), npwgPod("sb1", `[{"name":"net-a","default-route":["192.0.2.1"]}]`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"default-route"`)
+	assert.Contains(t, err.Error(), "network is unreachable")
+	assert.Equal(t, []string{"ADD cni-a net1", "DEL cni-a net1"}, kf.cmds(), "the ADD rolled back")
+	_, getErr := kf.mgr.Store().Get("sb1")
+	assert.ErrorIs(t, getErr, state.ErrNotFound, "no record left")
 }

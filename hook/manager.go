@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"sync"
 	"time"
@@ -85,6 +86,9 @@ type Manager struct {
 	source NetworkSource
 	sink   StatusSink
 	multus func() string // WithMultusCheck
+	// routes moves the pod's default routes (netns.SetDefaultRoutes; a
+	// seam for the unit tests, whose namespaces are not real).
+	routes func(path, ifname string, gateways []net.IP) error
 }
 
 // Observer is told about every CNI operation.
@@ -121,7 +125,7 @@ func NewManager(cfg config.Config, engine *cni.Engine, ns NetnsResolver, store *
 	}
 	m := &Manager{cfg: cfg, engine: engine, ns: ns, store: store, log: log, margin: DefaultMargin, locks: newKeyedLocks(),
 		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$"),
-		podCaps:    newPodCapabilities(cfg.PodCapabilities)}
+		podCaps:    newPodCapabilities(cfg.PodCapabilities), routes: netns.SetDefaultRoutes}
 	for _, o := range opts {
 		o(m)
 	}
@@ -281,6 +285,12 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
 		nl.WithField("ips", res.IPs).Info("network attached")
 	}
+	if err := m.setDefaultRoutes(ns.Path, plan, rec); err != nil {
+		log.WithError(err).Error("default route not set, rolling back")
+		handedOff = true
+		m.rollback(ctx, log, rec, unlock)
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
 	m.noteNetns(rec.Netns)
 	rec.Phase, rec.Updated = state.PhaseAttached, time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
@@ -291,6 +301,23 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 	}
 	attached = rec
 	return rec, nil
+}
+
+// setDefaultRoutes moves the pod's default routes to the attachments that
+// carry an NPWG default-route, after every ADD succeeded, and records them.
+func (m *Manager) setDefaultRoutes(path string, plan []attachment, rec *state.Record) error {
+	for i, a := range plan {
+		if len(a.gateways) == 0 {
+			continue
+		}
+		if err := m.routes(path, a.ifname, a.gateways); err != nil {
+			return fmt.Errorf("%s: \"default-route\": %w", attachmentName(a), err)
+		}
+		for _, gw := range a.gateways {
+			rec.Networks[i].Gateways = append(rec.Networks[i].Gateways, gw.String())
+		}
+	}
+	return nil
 }
 
 // dnsOf keeps a result's DNS section if it says anything.

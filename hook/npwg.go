@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 )
 
@@ -32,6 +33,9 @@ type NetworkSelection struct {
 	PortMappings []portMapping  // "portMappings" capability
 	Bandwidth    map[string]any // "bandwidth" capability (ingressRate, ingressBurst, egressRate, egressBurst)
 	CNIArgs      map[string]any // the plugins' args.cni
+	// DefaultRoute: gateways (at most one per address family) that become
+	// the pod's default routes through this attachment's interface.
+	DefaultRoute []net.IP
 }
 
 // selectionElement is the JSON form's element. Keys not listed are errors:
@@ -47,8 +51,8 @@ type selectionElement struct {
 	CNIArgs          map[string]any  `json:"cni-args"`
 	PortMappings     []portMapping   `json:"portMappings"`
 	Bandwidth        *bandwidthEntry `json:"bandwidth"`
+	DefaultRoute     []string        `json:"default-route"`
 	// Keys of the spec (or of Multus) nri-cni refuses, each with its reason.
-	DefaultRoute       json.RawMessage `json:"default-route"`
 	InfinibandGUID     json.RawMessage `json:"infiniband-guid"`
 	IPAMClaimReference json.RawMessage `json:"ipam-claim-reference"`
 }
@@ -68,8 +72,6 @@ var unsupported = []struct {
 	get    func(*selectionElement) json.RawMessage
 	reason string
 }{
-	{"default-route", func(e *selectionElement) json.RawMessage { return e.DefaultRoute },
-		"the pod's default route stays with the runtime's network (eth0); nri-cni does not move it to a secondary network"},
 	{"infiniband-guid", func(e *selectionElement) json.RawMessage { return e.InfinibandGUID }, "no InfiniBand support"},
 	{"ipam-claim-reference", func(e *selectionElement) json.RawMessage { return e.IPAMClaimReference }, "no IPAMClaim support"},
 }
@@ -152,9 +154,27 @@ func parseNPWGJSON(v, podNamespace string) ([]NetworkSelection, error) {
 		if err != nil {
 			return nil, bad(ErrBadAnnotation, "%s", err)
 		}
+		for _, gw := range sel.DefaultRoute {
+			v4 := gw.To4() != nil
+			for j, prev := range out {
+				for _, pg := range prev.DefaultRoute {
+					if (pg.To4() != nil) == v4 {
+						return nil, bad(ErrBadAnnotation, `"default-route": element %d (%s) already sets the %s default route`,
+							j+1, prev.Ref.Name, family(v4))
+					}
+				}
+			}
+		}
 		out = append(out, sel)
 	}
 	return out, nil
+}
+
+func family(v4 bool) string {
+	if v4 {
+		return "IPv4"
+	}
+	return "IPv6"
 }
 
 // selection converts and validates an element's capability keys.
@@ -193,7 +213,36 @@ func (e *selectionElement) selection() (NetworkSelection, error) {
 		}
 		sel.Bandwidth = bw
 	}
+	if e.DefaultRoute != nil {
+		gws, err := parseGateways(e.DefaultRoute)
+		if err != nil {
+			return sel, fmt.Errorf(`"default-route": %w`, err)
+		}
+		sel.DefaultRoute = gws
+	}
 	return sel, nil
+}
+
+// parseGateways: a non-empty list of IP addresses, at most one per family.
+func parseGateways(in []string) ([]net.IP, error) {
+	if len(in) == 0 {
+		return nil, errors.New("an empty list (remove the key instead)")
+	}
+	var out []net.IP
+	seen := map[bool]string{}
+	for _, s := range in {
+		ip := net.ParseIP(strings.TrimSpace(s))
+		if ip == nil {
+			return nil, fmt.Errorf("%q is not an IP address", s)
+		}
+		v4 := ip.To4() != nil
+		if first, dup := seen[v4]; dup {
+			return nil, fmt.Errorf("%s and %s: at most one gateway per address family", first, s)
+		}
+		seen[v4] = s
+		out = append(out, ip)
+	}
+	return out, nil
 }
 
 func orEmpty(err error) error {

@@ -3,6 +3,7 @@ package hook
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 
@@ -38,6 +39,9 @@ type attachment struct {
 	// selection element; otherwise the pod's capability annotations apply.
 	caps    map[string]any
 	ownCaps bool
+	// gateways: the NPWG default-route of the selection; the pod's default
+	// routes move to this attachment's interface once every ADD succeeded.
+	gateways []net.IP
 }
 
 // ifnameRe: what the kernel accepts, minus '/', ':' and whitespace.

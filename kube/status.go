@@ -182,6 +182,9 @@ type networkStatus struct {
 	Mac       string   `json:"mac,omitempty"`
 	Default   bool     `json:"default"`
 	DNS       *dns     `json:"dns,omitempty"`
+	// DefaultRoute: the gateways of the pod's default routes through this
+	// interface (the NPWG spec's "default-route").
+	DefaultRoute []string `json:"default-route,omitempty"`
 }
 
 type dns struct {
@@ -195,7 +198,7 @@ type dns struct {
 func NetworkStatusJSON(pn hook.PodNetworks) (string, error) {
 	entries := make([]networkStatus, 0, len(pn.Networks))
 	for _, n := range pn.Networks {
-		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Default: n.Default}
+		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Default: n.Default, DefaultRoute: n.Gateways}
 		if n.DNS != nil {
 			e.DNS = &dns{Nameservers: n.DNS.Nameservers, Domain: n.DNS.Domain, Search: n.DNS.Search, Options: n.DNS.Options}
 		}

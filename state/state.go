@@ -61,6 +61,9 @@ type Network struct {
 	NAD string `json:"nad,omitempty"`
 	// DNS is what the ADD result said about DNS, if anything.
 	DNS *DNS `json:"dns,omitempty"`
+	// Gateways are the pod's default routes through this interface (the
+	// NPWG default-route), once set.
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // DNS is a CNI result's DNS section.

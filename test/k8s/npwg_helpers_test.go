@@ -31,6 +31,8 @@ type statusEntry struct {
 	IPs       []string `json:"ips"`
 	Mac       string   `json:"mac"`
 	Default   bool     `json:"default"`
+	// DefaultRoute: the gateways of the pod's default routes via it.
+	DefaultRoute []string `json:"default-route,omitempty"`
 }
 
 // nadNet is a NetworkAttachmentDefinition a test created: a bridge network

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
@@ -43,8 +44,12 @@ func TestNPWGNetworksAndStatus(t *testing.T) {
 	comma := f.create(f.pod(harness.RandomName("npwg-comma-"), "default",
 		map[string]string{npwgAnnotation: a.Name + ", default/" + f.w.o.NetName + "@eth5"}))
 	const mac = "02:42:0a:0b:0c:0d"
+	// A second NAD carries the pod's default route (its subnet's .1).
+	b := f.newNAD("default", harness.RandomName("nad-b-"))
+	gw := strings.TrimSuffix(b.Subnet, "0/24") + "1"
 	jsonForm := f.create(f.pod(harness.RandomName("npwg-json-"), "default", map[string]string{npwgAnnotation: fmt.Sprintf(
-		`[{"name": %q, "interface": "blue", "mac": %q, "cni-args": {"team": "red"}}]`, a.Name, mac)}))
+		`[{"name": %q, "interface": "blue", "mac": %q, "cni-args": {"team": "red"}},
+		  {"name": %q, "interface": "green", "default-route": [%q]}]`, a.Name, mac, b.Name, gw)}))
 
 	c := f.waitReady("default", comma.Name)
 	net1 := f.iface(c, "net1")
@@ -63,9 +68,15 @@ func TestNPWGNetworksAndStatus(t *testing.T) {
 	j := f.waitReady("default", jsonForm.Name)
 	blue := f.iface(j, "blue")
 	assert.Equal(t, mac, blue.MAC, "the element's mac (tuning's capability)")
-	stj := f.networkStatus("default", j.Name, 2)
+	green := f.iface(j, "green")
+	stj := f.networkStatus("default", j.Name, 3)
 	assert.Equal(t, statusEntry{Name: "default/" + a.Name, Interface: "blue", IPs: []string{blue.Addrs[0].IP.String()}, Mac: mac}, stj[1])
-	jid, _ := f.readySandbox(j)
+	assert.Equal(t, statusEntry{Name: "default/" + b.Name, Interface: "green", IPs: []string{green.Addrs[0].IP.String()}, Mac: green.MAC,
+		DefaultRoute: []string{gw}}, stj[2])
+	jid, jst := f.readySandbox(j)
+	routes, err := netns.DefaultRoutes(jst.NetnsPath)
+	require.NoError(t, err)
+	assert.Equal(t, []string{gw + " dev green"}, routes, "the pod's default route moved from eth0 to green")
 	cached := cachedConfig(t, filepath.Join(f.w.o.CacheDir, "results", a.CNIName+"-"+jid+"-blue"))
 	assert.Contains(t, cached, `"team":"red"`, "cni-args in the config libcni cached (DEL sees them too)")
 	end := time.Now()
@@ -97,6 +108,7 @@ func TestNPWGNetworksAndStatus(t *testing.T) {
 	f.deletePod("default", j.Name)
 	f.waitReleased(f.seenIDs()...)
 	assert.Empty(t, a.ipFiles(f.seenIDs()...), "the NAD network's addresses released")
+	assert.Empty(t, b.ipFiles(f.seenIDs()...))
 }
 
 // cachedConfig is the network config libcni cached for an attachment.

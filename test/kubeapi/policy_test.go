@@ -88,8 +88,10 @@ func testBase(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	_, err = c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=2m", "crd/"+b.CRD.Name)
 	require.NoError(t, err)
 
-	checkIdentity(ctx, t, c, identity{Namespace: b.ServiceAccount.Namespace, ServiceAccount: b.ServiceAccount.Name,
-		Policy: b.Policy.Name, PolicyBinding: b.PolicyBinding.Name})
+	id := identity{Namespace: b.ServiceAccount.Namespace, ServiceAccount: b.ServiceAccount.Name,
+		Policy: b.Policy.Name, PolicyBinding: b.PolicyBinding.Name}
+	f := checkIdentity(ctx, t, c, id)
+	t.Run("TokenRotation", func(t *testing.T) { checkTokenRotation(ctx, t, c, id, f) })
 }
 
 // fixture is what checkIdentity works on.
@@ -166,7 +168,7 @@ func statusPatch(pod *corev1.Pod, value, extraMeta, extra string) string {
 }
 
 // checkIdentity: what nri-cni's identity may do, against the real API server.
-func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id identity) {
+func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id identity) *fixture {
 	admin := c.Client
 	f := newFixture(ctx, t, c, id)
 	waitTypeChecked(ctx, t, c, id.Policy)
@@ -242,7 +244,7 @@ func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id ide
 	require.NoError(t, err)
 	checkRBAC(ctx, t, id, f, nadAdmin)
 	checkDaemonCode(ctx, t, c, f)
-	t.Run("TokenRotation", func(t *testing.T) { checkTokenRotation(ctx, t, c, id, f) })
+	return f
 }
 
 // checkUnboundToken: a token of the same ServiceAccount without a node claim

@@ -23,13 +23,15 @@ import (
 
 // checkTokenRotation: nri-cni's clients, built by kube.NewClients, read
 // their bearer token from a file — in-cluster the projected ServiceAccount
-// token, here a kubeconfig's tokenFile: client-go uses the same cached file
-// token source for both. The kubelet rotates that file by writing a new one
-// into place; the old token stops working when its bound pod goes. A running
-// nri-cni must go on writing network-status with the new token. Tested by
-// replacing the file under a running StatusWriter and revoking the old
-// token: the next write is refused (401), client-go drops its cached token,
-// the writer's retry reads the new file and lands.
+// token, here a kubeconfig's tokenFile: client-go reads both through the
+// same cached file token source, which re-reads the file once a minute. The
+// kubelet rotates that file by writing a new one into place. Tested the hard
+// way: the file replaced under a running StatusWriter and the old token
+// revoked at once (its bound pod deleted): writes fail with 401 until
+// client-go re-reads the file, are retried with backoff meanwhile, and land
+// with the new token — within about a minute, without a restart. (A real
+// rotation is gentler: the kubelet replaces the token well before the old
+// one expires, so there is no failing window at all.)
 func checkTokenRotation(ctx context.Context, t *testing.T, c *cluster.Cluster, id identity, f *fixture) {
 	admin := c.Client
 	// Tokens bound to pods on this node, as the kubelet's projected ones.
