@@ -264,3 +264,37 @@ func summarize(res types.Result, ifname string) (*Result, error) {
 func (e *Engine) GC(ctx context.Context, n *Network, valid []types.GCAttachment) error {
 	return e.cni.GCNetworkList(ctx, n.List, &libcni.GCArgs{ValidAttachments: valid})
 }
+
+// Status asks the network's plugins for their readiness (CNI STATUS, spec
+// 1.1.0): nil when every plugin is ready. A config older than 1.1.0 is
+// ready (libcni does not ask).
+func (e *Engine) Status(ctx context.Context, n *Network) error {
+	if err := e.cni.GetStatusNetworkList(ctx, n.List); err != nil {
+		return fmt.Errorf("network %q: %w", n.Name, err)
+	}
+	return nil
+}
+
+// ErrNoCachedConfig: CHECK has nothing to check against (libcni cached no
+// ADD for the attachment).
+var ErrNoCachedConfig = errors.New("no cached ADD to check against")
+
+// Check runs CNI CHECK for an attachment, with the config and args libcni
+// cached at its ADD (CHECK compares the interface with the cached result).
+func (e *Engine) Check(ctx context.Context, name string, a Attachment) error {
+	rt := a.runtimeConf()
+	list, cachedRT, err := e.cachedList(name, rt)
+	if err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	if list == nil {
+		return fmt.Errorf("network %q: %w", name, ErrNoCachedConfig)
+	}
+	if cachedRT != nil {
+		rt.Args, rt.CapabilityArgs = cachedRT.Args, cachedRT.CapabilityArgs
+	}
+	if err := e.cni.CheckNetworkList(ctx, list, rt); err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	return nil
+}

@@ -28,7 +28,9 @@ const (
 	DefaultStateDir     = "/var/lib/nri-cni"
 	DefaultIfnamePrefix = "net"
 	DefaultCNITimeout   = 1500 * time.Millisecond
-	DefaultLogLevel     = "info"
+	// DefaultStatusInterval: CNI STATUS of every network twice a minute.
+	DefaultStatusInterval = 30 * time.Second
+	DefaultLogLevel       = "info"
 	// DefaultPrelaunchedLogFile is where a plugin started by the runtime logs:
 	// containerd discards a pre-launched plugin's stdout and stderr.
 	DefaultPrelaunchedLogFile = "/var/log/nri-cni.log"
@@ -74,6 +76,19 @@ type Config struct {
 	// SyncAttach: on (re)connecting, attach pods created while nri-cni was
 	// away, if their network namespace exists.
 	SyncAttach bool `json:"syncAttach"`
+	// ParallelAttach: the networks of one pod are ADDed concurrently (and
+	// DELed concurrently). The CNI spec asks runtimes not to run operations
+	// on one container in parallel, so this is for chains known to be safe
+	// (README).
+	ParallelAttach bool `json:"parallelAttach"`
+	// StatusInterval: how often every network's plugins are asked for
+	// readiness (CNI STATUS), besides on load and on config change; 0 turns
+	// STATUS off. A network not ready fails the pods that need it at once.
+	StatusInterval Duration `json:"statusInterval"`
+	// CheckInterval: how often every attachment is CHECKed (CNI CHECK) for
+	// drift; 0 (the default) turns it off. Failures are reported, not
+	// repaired.
+	CheckInterval Duration `json:"checkInterval"`
 	// PodSelection lets a pod pick networks (and interface names) with the
 	// annotation nri-cni.io/networks; an empty value opts the pod out.
 	PodSelection bool `json:"podSelection"`
@@ -156,6 +171,7 @@ func Default() Config {
 		LogLevel:        DefaultLogLevel,
 		FailurePolicy:   FailurePolicyFail,
 		SyncAttach:      true,
+		StatusInterval:  Duration(DefaultStatusInterval),
 		PodCapabilities: DefaultPodCapabilities(),
 		Hook:            DefaultHookConfig(),
 	}
@@ -247,6 +263,14 @@ func (c *Config) Validate() error {
 	if len(c.IfnamePrefix) > maxIfnamePrefixLen || !ifnameRe.MatchString(c.IfnamePrefix) {
 		return bad("ifnamePrefix", "%q must be 1-%d letters, digits, '_' or '-', starting with a letter",
 			c.IfnamePrefix, maxIfnamePrefixLen)
+	}
+	for _, iv := range []struct {
+		key string
+		d   time.Duration
+	}{{"statusInterval", c.StatusInterval.D()}, {"checkInterval", c.CheckInterval.D()}} {
+		if iv.d != 0 && (iv.d < time.Second || iv.d > 24*time.Hour) {
+			return bad(iv.key, "%s must be 0 (off) or between 1s and 24h", iv.d)
+		}
 	}
 	if d := c.CNITimeout.D(); d <= 0 || d > maxCNITimeout {
 		return bad("cniTimeout", "%s must be > 0 and <= %s", d, maxCNITimeout)

@@ -61,6 +61,7 @@ func TestParseYAMLAndJSON(t *testing.T) {
 		Hook:         config.DefaultHookConfig(),
 	}
 	want.FailurePolicy, want.SyncAttach = "ignore", false
+	want.StatusInterval = config.Duration(config.DefaultStatusInterval)
 	want.PodCapabilities = []string{"mac", "portMappings"}
 	want.Hook.PodNameAnnotations = []string{"example.com/pod"}
 	inputs := map[string]string{
@@ -292,5 +293,28 @@ func TestLoad(t *testing.T) {
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), bad) ||
 		!strings.Contains(err.Error(), "stateDir") {
 		t.Errorf("Load(bad) = %v, want ErrInvalid naming %s and stateDir", err, bad)
+	}
+}
+
+func TestIntervals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, err string
+	}{
+		{"statusInterval: 0s\ncheckInterval: 0s\n", ""},
+		{"statusInterval: 10s\ncheckInterval: 1m\n", ""},
+		{"statusInterval: 100ms\n", "statusInterval: 100ms must be 0 (off) or between 1s and 24h"},
+		{"checkInterval: 48h\n", "checkInterval: 48h0m0s must be 0 (off) or between 1s and 24h"},
+	} {
+		_, err := config.Parse([]byte(tc.in))
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("Parse(%q) = %v", tc.in, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Parse(%q) = %v, want %q", tc.in, err, tc.err)
+		}
 	}
 }

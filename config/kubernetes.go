@@ -31,7 +31,13 @@ type KubernetesConfig struct {
 	// config is Multus, Multus owns the NPWG annotation and network-status
 	// on this node and nri-cni leaves both alone (empty: /etc/cni/net.d).
 	PrimaryConfDir string `json:"primaryConfDir"`
+	// Hotplug: watch the pods of this node and attach or detach networks
+	// when a running pod's networks annotation changes.
+	Hotplug bool `json:"hotplug"`
 }
+
+// HotplugOn reports whether networks follow annotation changes.
+func (k *KubernetesConfig) HotplugOn() bool { return k != nil && k.Hotplug }
 
 // DefaultPrimaryConfDir is where containerd and CRI-O read their own CNI
 // config by default.

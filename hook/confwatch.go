@@ -18,7 +18,8 @@ const reloadDelay = 250 * time.Millisecond
 // ends. Calls in flight keep the set they started with; DEL uses the config
 // cached at ADD time, so changing or removing a network never strands an
 // attachment. Invalid files are skipped with a warning naming each.
-func WatchConfigs(ctx context.Context, engine *cni.Engine, dir string, log *logrus.Entry) error {
+// onReload, if set, runs after each successful reload.
+func WatchConfigs(ctx context.Context, engine *cni.Engine, dir string, log *logrus.Entry, onReload func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -60,6 +61,9 @@ func WatchConfigs(ctx context.Context, engine *cni.Engine, dir string, log *logr
 					names = append(names, n.Name)
 				}
 				log.WithField("loaded", names).Info("CNI configs reloaded")
+				if onReload != nil {
+					onReload()
+				}
 			}
 		}
 	}()

@@ -89,6 +89,10 @@ type Manager struct {
 	// routes moves the pod's default routes (netns.SetDefaultRoutes; a
 	// seam for the unit tests, whose namespaces are not real).
 	routes func(path, ifname string, gateways []net.IP) error
+	// live: the pod sandboxes the runtime runs, for hot-plug (hotplug.go).
+	live liveSandboxes
+	// ready: each network's last CNI STATUS (readiness.go).
+	ready readiness
 }
 
 // Observer is told about every CNI operation.
@@ -193,6 +197,9 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		}
 	}()
 
+	if m.hotplug() {
+		m.live.set(sb)
+	}
 	log := m.logFor(sb)
 	if rec, err := m.store.Get(sb.ID); err == nil {
 		if ifAbsent {
@@ -241,6 +248,11 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		}
 		return nil, nil
 	}
+	// Before the intent record: a network whose plugins say they are not
+	// ready (CNI STATUS) fails the pod at once, with nothing half done.
+	if err := m.checkReady(plan); err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
 	// Before the intent record: a pod asking for a capability the admin did
 	// not grant gets nothing attached. NPWG selections carry their own
 	// (checked by planNPWG); the pod's capability annotations are not theirs.
@@ -265,25 +277,34 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
 
+	results, errs := m.addAll(ctx, plan, func(a attachment) cni.Attachment {
+		acaps := caps
+		if a.ownCaps {
+			acaps = a.caps
+		}
+		return cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: acaps}
+	})
 	for i, a := range plan {
 		nl := log.WithFields(logrus.Fields{"network": a.net.Name, "ifname": a.ifname})
 		if a.nad != "" {
 			nl = nl.WithField("nad", a.nad)
 		}
-		acaps := caps
-		if a.ownCaps {
-			acaps = a.caps
+		if errs[i] != nil {
+			if failedNet == "" {
+				failedNet, err = attachmentName(a), errs[i]
+			}
+			nl.WithError(errs[i]).Error("CNI ADD failed, rolling back")
+			continue
 		}
-		res, err := m.add(ctx, a.net, cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: acaps})
-		if err != nil {
-			failedNet = attachmentName(a)
-			nl.WithError(err).Error("CNI ADD failed, rolling back")
-			handedOff = true
-			m.rollback(ctx, log, rec, unlock)
-			return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+		if res := results[i]; res != nil {
+			rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
+			nl.WithField("ips", res.IPs).Info("network attached")
 		}
-		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
-		nl.WithField("ips", res.IPs).Info("network attached")
+	}
+	if failedNet != "" {
+		handedOff = true
+		m.rollback(ctx, log, rec, unlock)
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
 	if err := m.setDefaultRoutes(ns.Path, plan, rec); err != nil {
 		log.WithError(err).Error("default route not set, rolling back")
@@ -318,6 +339,31 @@ func (m *Manager) setDefaultRoutes(path string, plan []attachment, rec *state.Re
 		}
 	}
 	return nil
+}
+
+// addAll ADDs the plan's networks: in order, stopping at the first failure
+// (the networks after it get no ADD and no result); or, with
+// parallelAttach, all at once. Results and errors are by plan index.
+func (m *Manager) addAll(ctx context.Context, plan []attachment, att func(attachment) cni.Attachment) ([]*cni.Result, []error) {
+	results, errs := make([]*cni.Result, len(plan)), make([]error, len(plan))
+	if !m.cfg.ParallelAttach || len(plan) < 2 {
+		for i, a := range plan {
+			if results[i], errs[i] = m.add(ctx, a.net, att(a)); errs[i] != nil {
+				break
+			}
+		}
+		return results, errs
+	}
+	var wg sync.WaitGroup
+	for i, a := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = m.add(ctx, a.net, att(a))
+		}()
+	}
+	wg.Wait()
+	return results, errs
 }
 
 // dnsOf keeps a result's DNS section if it says anything.

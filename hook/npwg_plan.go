@@ -72,7 +72,7 @@ func (m *Manager) planNPWG(sb Sandbox, value string) ([]attachment, error) {
 			taken[sel.Interface] = true
 		}
 		plan = append(plan, attachment{net: n, ifname: sel.Interface, nad: sel.Ref.String(), caps: caps, ownCaps: true,
-			gateways: sel.DefaultRoute})
+			gateways: sel.DefaultRoute, explicit: sel.Interface != ""})
 	}
 	m.nameInterfaces(plan, taken)
 	return plan, nil

@@ -42,6 +42,8 @@ type attachment struct {
 	// gateways: the NPWG default-route of the selection; the pod's default
 	// routes move to this attachment's interface once every ADD succeeded.
 	gateways []net.IP
+	// explicit: the pod named the interface (else nri-cni did).
+	explicit bool
 }
 
 // ifnameRe: what the kernel accepts, minus '/', ':' and whitespace.
@@ -126,7 +128,7 @@ func (m *Manager) parseSelection(value string) ([]attachment, string, error) {
 			}
 			taken[ifname] = true
 		}
-		plan = append(plan, attachment{net: n, ifname: ifname})
+		plan = append(plan, attachment{net: n, ifname: ifname, explicit: explicit})
 	}
 	m.nameInterfaces(plan, taken)
 	return plan, "", nil

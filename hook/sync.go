@@ -52,6 +52,9 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 	for _, sb := range live {
 		byID[sb.ID] = sb
 	}
+	if m.hotplug() {
+		m.live.replace(live)
+	}
 	res := SyncResult{GCResult: m.GC(ctx, func(rec *state.Record) bool {
 		_, listed := byID[rec.ID]
 		attachedSince := !opts.ListedAt.IsZero() && !rec.Created.Before(opts.ListedAt)
@@ -62,6 +65,7 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 	})}
 	if !opts.AttachMissing {
 		m.reportLive(live)
+		m.synced()
 		return res
 	}
 	for _, sb := range live {
@@ -85,6 +89,7 @@ func (m *Manager) Sync(ctx context.Context, live []Sandbox, opts SyncOptions) Sy
 	// Pods attached just now were reported by their attach; reporting them
 	// again is harmless (the sink keeps the latest per pod).
 	m.reportLive(live)
+	m.synced()
 	return res
 }
 

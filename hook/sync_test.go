@@ -180,7 +180,7 @@ func TestConfigsReloadLive(t *testing.T) {
 	f := newFixture(t, []string{"alpha"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchConfigs(ctx, f.mgr.Engine(), f.confDir, logrus.NewEntry(logrus.New())))
+	require.NoError(t, WatchConfigs(ctx, f.mgr.Engine(), f.confDir, logrus.NewEntry(logrus.New()), nil))
 	testenv.WriteJSON(t, filepath.Join(f.confDir, "20-beta.conflist"), recorderNet("beta", f.record, nil))
 	require.NoError(t, os.WriteFile(filepath.Join(f.confDir, "30-broken.conflist"), []byte(`{"name": "half`), 0o644))
 	testenv.Eventually(t, 10*time.Second, "beta to be loaded", func() bool { return len(f.mgr.Engine().Networks()) == 2 })

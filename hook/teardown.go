@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -33,6 +34,7 @@ func (m *Manager) detachReporting(ctx context.Context, sb Sandbox, final bool) (
 	defer m.gcMu.RUnlock()
 	unlock := m.locks.Lock(sb.ID)
 	defer unlock()
+	m.live.drop(sb.ID) // no hot-plug into a sandbox being stopped
 	tore, err := m.detach(ctx, sb, final)
 	if err != nil {
 		m.retries.failed(sb, final, time.Now())
@@ -99,11 +101,12 @@ func (m *Manager) usableNetns(rec *state.Record) string {
 	return ns.Path
 }
 
-// teardown DELs rec's networks in reverse order. A DEL that fails in the
-// namespace is retried with an empty one, which still releases IPAM.
+// teardown DELs rec's networks in reverse order (all at once with
+// parallelAttach). A DEL that fails in the namespace is retried with an
+// empty one, which still releases IPAM.
 func (m *Manager) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
-	var errs []error
-	for i := len(rec.Networks) - 1; i >= 0; i-- {
+	errs := make([]error, len(rec.Networks))
+	one := func(i int) {
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
 		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
@@ -116,11 +119,23 @@ func (m *Manager) teardown(ctx context.Context, log *logrus.Entry, rec *state.Re
 		}
 		if err != nil {
 			nl.WithError(err).Error("CNI DEL failed")
-			errs = append(errs, err)
-			continue
+			errs[i] = err
+			return
 		}
 		nl.Info("network detached")
 	}
+	if !m.cfg.ParallelAttach || len(rec.Networks) < 2 {
+		for i := len(rec.Networks) - 1; i >= 0; i-- {
+			one(i)
+		}
+		return errors.Join(errs...)
+	}
+	var wg sync.WaitGroup
+	for i := range rec.Networks {
+		wg.Add(1)
+		go func() { defer wg.Done(); one(i) }()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

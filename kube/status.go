@@ -25,6 +25,7 @@ const AnnotationNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
 
 // Event reasons.
 const (
+	ReasonCheckFailed  = "NetworkCheckFailed"
 	ReasonAttachFailed = "NetworkAttachFailed"
 	fieldManager       = "nri-cni"
 )
@@ -91,6 +92,14 @@ func (w *StatusWriter) AttachFailed(f hook.AttachFailure) {
 		return
 	}
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching networks failed: %v", f.Err)
+}
+
+// CheckFailed implements hook.DriftSink: a Warning Event on the pod whose
+// attachment failed CNI CHECK.
+func (w *StatusWriter) CheckFailed(f hook.AttachFailure) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
+	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonCheckFailed,
+		"nri-cni: network %s failed CNI CHECK (not repaired; recreate the pod to get it back): %v", f.Network, f.Err)
 }
 
 // Pending is the number of pods whose status is not written yet.

@@ -21,6 +21,8 @@ type Metrics struct {
 	ops       *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	connected prometheus.Gauge
+	ready     *prometheus.GaugeVec
+	checks    *prometheus.CounterVec
 	isUp      atomic.Bool
 }
 
@@ -43,8 +45,16 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 			Name: "nri_cni_runtime_connected",
 			Help: "1 while nri-cni is connected to the runtime's NRI socket.",
 		}),
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nri_cni_network_ready",
+			Help: "1 while the network's plugins report ready (CNI STATUS; configs before CNI 1.1.0 count as ready), else 0.",
+		}, []string{"network"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nri_cni_check_failures_total",
+			Help: "Attachments whose CNI CHECK failed (drift), by network.",
+		}, []string{"network"}),
 	}
-	m.reg.MustRegister(m.ops, m.duration, m.connected,
+	m.reg.MustRegister(m.ops, m.duration, m.connected, m.ready, m.checks,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nri_cni_attachments",
 			Help: "Networks currently attached (from nri-cni's records).",
@@ -62,6 +72,18 @@ func (m *Metrics) Op(op, network, result string, d time.Duration) {
 	m.ops.WithLabelValues(op, network, result).Inc()
 	m.duration.WithLabelValues(op, network).Observe(d.Seconds())
 }
+
+// NetworkReady records a network's readiness (CNI STATUS).
+func (m *Metrics) NetworkReady(network string, ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.ready.WithLabelValues(network).Set(v)
+}
+
+// CheckFailed counts a failed CNI CHECK.
+func (m *Metrics) CheckFailed(network string) { m.checks.WithLabelValues(network).Inc() }
 
 // SetConnected records the runtime connection state.
 func (m *Metrics) SetConnected(up bool) {

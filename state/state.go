@@ -64,6 +64,9 @@ type Network struct {
 	// Gateways are the pod's default routes through this interface (the
 	// NPWG default-route), once set.
 	Gateways []string `json:"gateways,omitempty"`
+	// Pending: recorded before its ADD (a hot-plug) and not confirmed yet;
+	// a restarted nri-cni DELs it and adds it again if still wanted.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // DNS is a CNI result's DNS section.

@@ -14,17 +14,18 @@ import (
 
 // kubernetesOptions starts Kubernetes mode when the config has a kubernetes
 // section (NAD informer, status writer, Event recorder, all living until ctx
-// ends) and returns the Manager options that hand them over. Without the
+// ends) and returns the Manager options that hand them over, and what to
+// start once the Manager exists (hot-plug's pod watcher). Without the
 // section: no options, no API client.
-func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *logrus.Entry) ([]hook.Option, error) {
+func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *logrus.Entry) ([]hook.Option, func(*hook.Manager), error) {
 	k := cfg.Kubernetes
 	if k == nil {
 		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
-		return nil, nil
+		return nil, nil, nil
 	}
 	clients, err := kube.NewClients(k, a.getenv)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes: %w", err)
 	}
 	mode := kube.Start(ctx, clients, log.WithField("component", "kube"), kube.Options{})
 	source := "in-cluster"
@@ -43,6 +44,15 @@ func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *log
 	if f := multus.Primary(); f != "" && k.NPWG() {
 		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
 	}
+	afterBuild := func(mgr *hook.Manager) {
+		if !k.HotplugOn() {
+			return
+		}
+		w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+		mgr.AfterSync(w.ResyncAll)
+		go w.Run(ctx, 0)
+		log.WithField("node", clients.NodeName).Info("hot-plug on: pods' networks follow their networks annotation")
+	}
 	return []hook.Option{hook.WithNetworkSource(mode.Source), hook.WithStatusSink(mode.Status),
-		hook.WithMultusCheck(multus.Primary)}, nil
+		hook.WithMultusCheck(multus.Primary)}, afterBuild, nil
 }

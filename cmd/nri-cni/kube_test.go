@@ -48,9 +48,10 @@ func TestKubernetesOptions(t *testing.T) {
 		}
 		return ""
 	}}
-	opts, err := a.kubernetesOptions(context.Background(), config.Default(), log)
+	opts, after, err := a.kubernetesOptions(context.Background(), config.Default(), log)
 	require.NoError(t, err)
 	assert.Empty(t, opts, "no kubernetes section: no API client, no options")
+	assert.Nil(t, after)
 
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
@@ -65,7 +66,8 @@ current-context: x
 	cfg.Kubernetes = &config.KubernetesConfig{Kubeconfig: kc, NPWGAnnotation: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opts, err = a.kubernetesOptions(ctx, cfg, log)
+	opts, after, err = a.kubernetesOptions(ctx, cfg, log)
 	require.NoError(t, err)
 	assert.Len(t, opts, 3, "a network source, a status sink and the Multus check")
+	require.NotNil(t, after, "starts hot-plug's pod watcher once the Manager exists (when hotplug is on)")
 }

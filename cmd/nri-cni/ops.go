@@ -13,23 +13,28 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/state"
 )
 
 // statusCmd: `nri-cni status [--config FILE] [--json]`: every attachment
 // on record, one row per network.
-func (a *app) statusCmd(_ context.Context, args []string) int {
+func (a *app) statusCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
 	asJSON := fs.Bool("json", false, "print JSON")
+	networksOnly := fs.Bool("networks", false, "print each network's readiness (CNI STATUS) only")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return a.fail("status: %v", err)
+	}
+	if *networksOnly {
+		return a.networkStatus(ctx, cfg, *asJSON)
 	}
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
@@ -75,6 +80,54 @@ func (a *app) statusCmd(_ context.Context, args []string) int {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Pod, id, r.Phase, r.Network, r.IfName,
 			strings.Join(r.IPs, ","), time.Since(r.Created).Round(time.Second), r.Netns)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(a.stdout)
+	if code := a.networkStatus(ctx, cfg, false); code != 0 {
+		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
+	}
+	return 0
+}
+
+// networkStatus asks every network in confDir for STATUS now (as the running
+// plugin does every statusInterval) and prints the answers.
+func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool) int {
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir})
+	skipped, err := engine.Reload(ctx)
+	if err != nil {
+		return a.fail("status: %v", err)
+	}
+	for _, e := range skipped {
+		fmt.Fprintf(a.stderr, "nri-cni: status: skipping %v\n", e)
+	}
+	type row struct {
+		Network string `json:"network"`
+		Ready   bool   `json:"ready"`
+		Reason  string `json:"reason,omitempty"`
+	}
+	rows := []row{}
+	for _, n := range engine.Networks() {
+		cctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
+		err := engine.Status(cctx, n)
+		cancel()
+		r := row{Network: n.Name, Ready: err == nil}
+		if err != nil {
+			r.Reason = err.Error()
+		}
+		rows = append(rows, r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return a.fail("status: %v", err)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tREADY\tREASON (CNI STATUS)")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%t\t%s\n", r.Network, r.Ready, r.Reason)
 	}
 	_ = tw.Flush()
 	return 0

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-cni/nri-cni/state"
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
 func TestStatus(t *testing.T) {
@@ -84,4 +85,35 @@ func TestHealthz(t *testing.T) {
 	code, _, errOut := runApp(t, nil, "healthz", "--addr", addr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "503")
+}
+
+func TestStatusNetworks(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := testenv.BuildRecorder(filepath.Join(dir, "bin"))
+	require.NoError(t, err)
+	confDir := filepath.Join(dir, "net.d")
+	require.NoError(t, os.MkdirAll(confDir, 0o755))
+	for name, extra := range map[string]string{
+		"ready":   ``,
+		"waiting": `, "failOn": "STATUS", "failMsg": "no address left in the pool"`,
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(confDir, name+".conflist"), []byte(`{"cniVersion":"1.1.0","name":"`+name+
+			`","plugins":[{"type":"cni-recorder","recordFile":"`+filepath.Join(dir, "calls")+`"`+extra+`}]}`), 0o644))
+	}
+	cfg := filepath.Join(dir, "nri.conf")
+	require.NoError(t, os.WriteFile(cfg, []byte("stateDir: "+dir+"/state\nconfDir: "+confDir+"\nbinDirs: ["+filepath.Dir(bin)+"]\ncacheDir: "+dir+"/cache\n"), 0o644))
+
+	code, out, errOut := runApp(t, nil, "status", "--config", cfg, "--networks", "--json")
+	require.Equal(t, 0, code, errOut)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 2)
+	assert.Equal(t, map[string]any{"network": "ready", "ready": true}, rows[0])
+	assert.Equal(t, "waiting", rows[1]["network"])
+	assert.Equal(t, false, rows[1]["ready"])
+	assert.Contains(t, rows[1]["reason"], "no address left in the pool")
+
+	code, out, errOut = runApp(t, nil, "status", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `waiting\s+false\s+.*no address left in the pool`, out, "the default listing shows readiness too")
 }

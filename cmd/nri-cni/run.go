@@ -43,7 +43,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	}
 	defer closeLog()
 	log := logrus.NewEntry(logger)
-	kubeOpts, err := a.kubernetesOptions(ctx, cfg, log)
+	kubeOpts, afterBuild, err := a.kubernetesOptions(ctx, cfg, log)
 	if err != nil {
 		return a.fail("%v", err)
 	}
@@ -51,15 +51,22 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail("%v", err)
 	}
+	plugin := hook.NewPlugin(mgr, nil, log)
+	var m *metrics.Metrics
+	if *metricsAddr != "" {
+		// Before anything runs that reports to it.
+		m = metrics.New(func() float64 { return attachedNetworks(mgr) }, func() float64 { return float64(mgr.PendingTeardowns()) })
+		mgr.SetObserver(m)
+		plugin.OnConnection = m.SetConnected
+	}
+	if afterBuild != nil {
+		afterBuild(mgr)
+	}
 	if err := startWatchers(ctx, mgr, log); err != nil {
 		return a.fail("%v", err)
 	}
 	dumpStatsOnSIGUSR1(ctx, func() *hook.Manager { return mgr }, log)
-	plugin := hook.NewPlugin(mgr, nil, log)
-	if *metricsAddr != "" {
-		m := metrics.New(func() float64 { return attachedNetworks(mgr) }, func() float64 { return float64(mgr.PendingTeardowns()) })
-		mgr.SetObserver(m)
-		plugin.OnConnection = m.SetConnected
+	if m != nil {
 		stop, err := metrics.Serve(ctx, *metricsAddr, m)
 		if err != nil {
 			return a.fail("--metrics-addr: %v", err)
@@ -200,9 +207,23 @@ func startWatchers(ctx context.Context, mgr *hook.Manager, log *logrus.Entry) er
 	if err := mgr.WatchNetns(ctx, hook.DefaultSweep); err != nil {
 		return err
 	}
-	if err := hook.WatchConfigs(ctx, mgr.Engine(), mgr.Config().ConfDir, log); err != nil {
+	cfg := mgr.Config()
+	kick := make(chan struct{}, 1)
+	onReload := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if err := hook.WatchConfigs(ctx, mgr.Engine(), cfg.ConfDir, log, onReload); err != nil {
 		// Not fatal: the configs loaded at start keep working.
 		log.WithError(err).Warn("not watching the CNI config dir; changes need a restart")
+	}
+	if d := cfg.StatusInterval.D(); d > 0 {
+		go mgr.RunReadiness(ctx, d, kick)
+	}
+	if d := cfg.CheckInterval.D(); d > 0 {
+		go mgr.RunChecks(ctx, d)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ type env struct {
 func main() {
 	out := flag.String("out", "bin/bench.json", "JSON results file")
 	quick := flag.Bool("quick", false, "fewer iterations (smoke run)")
-	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s")
+	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s, multinet")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -124,6 +124,7 @@ func run(ctx context.Context, quick bool, only string) (*report, error) {
 		{"scale", func() error { return benchScale(ctx, e, rep, n(1000, 200)) }},
 		{"hook", func() error { return benchHook(ctx, e, rep, n(100, 15)) }},
 		{"k8s", func() error { return benchK8s(ctx, e, rep, n(30, 10)) }},
+		{"multinet", func() error { return benchMultiNet(ctx, e, rep, n(40, 10)) }},
 	}
 	for _, s := range sections {
 		if only != "" && only != s.name {

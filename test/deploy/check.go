@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Snapshot records everything under roots: file contents by hash, other
@@ -115,6 +117,24 @@ func (b *Base) RewriteBridge(key, bridge, subnet string) (string, error) {
 	b.ConfigMap.Data[key] = string(data)
 	name, _ := conf["name"].(string)
 	return name, nil
+}
+
+// EditConfig rewrites the ConfigMap's nri.conf through edit (on its YAML
+// decoded into a map; comments are not kept).
+func (b *Base) EditConfig(edit func(conf map[string]any) error) error {
+	var conf map[string]any
+	if err := yaml.Unmarshal([]byte(b.ConfigMap.Data[ConfigKey]), &conf); err != nil {
+		return fmt.Errorf("deploy/base %s: %w", ConfigKey, err)
+	}
+	if err := edit(conf); err != nil {
+		return fmt.Errorf("deploy/base %s: %w", ConfigKey, err)
+	}
+	data, err := yaml.Marshal(conf)
+	if err != nil {
+		return fmt.Errorf("deploy/base %s: %w", ConfigKey, err)
+	}
+	b.ConfigMap.Data[ConfigKey] = string(data)
+	return nil
 }
 
 // Changed lists the paths whose entry differs between two snapshots

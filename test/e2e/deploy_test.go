@@ -162,6 +162,13 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run() })
 	netName, err := b.RewriteBridge("10-secondary.conflist", bridge, subnet)
 	require.NoError(t, err)
+	// No API server in this tier: the shipped config without its kubernetes
+	// section (test/k8s runs it whole, on a real API server and kubelet).
+	require.NoError(t, b.EditConfig(func(conf map[string]any) error {
+		require.Contains(t, conf, "kubernetes", "deploy/base ships Kubernetes mode on")
+		delete(conf, "kubernetes")
+		return nil
+	}))
 	before := deploy.Snapshot(deployHostPaths...)
 	t.Cleanup(func() { assertHostUntouched(t, before, netName) })
 	_, secondary, _ := net.ParseCIDR(subnet)

@@ -113,7 +113,10 @@ func (e *env) setup(ctx context.Context, logf func(string, ...any)) error {
 	go func() { defer wg.Done(); tar, imgErr = k8sdeploy.BuildImage(ctx, filepath.Join(e.dir, "image")) }()
 	t0 := time.Now()
 	e.c, err = cluster.Start(ctx, cluster.Opts{Dir: filepath.Join(e.dir, "c"), Tools: tools, RuntimeTools: rtTools,
-		Audit: true, PluginRequestTimeout: 2 * time.Second, Logf: logf})
+		Audit: true, PluginRequestTimeout: 2 * time.Second, Logf: logf,
+		// The kubelet retries what failed (a static pod's mirror while the API
+		// server was down) on its periodic sync: every 10 s here, not 1 min.
+		EditKubeletConfig: func(k map[string]any) { k["syncFrequency"] = "10s" }})
 	wg.Wait()
 	if err != nil {
 		return errors.Join(err, imgErr)

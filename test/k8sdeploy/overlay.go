@@ -119,11 +119,22 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 	}
 	cmOps := []jsonOp{{Op: "replace", Path: "/data/" + pointerEscape(keys[0]), Value: b.ConfigMap.Data[keys[0]]}}
 	o.SharedNamespace = harness.RandomName("nad-shared-")
-	conf, err := withSharedNamespace(b.ConfigMap.Data[deploy.ConfigKey], o.SharedNamespace)
+	err = b.EditConfig(func(conf map[string]any) error {
+		k, ok := conf["kubernetes"].(map[string]any)
+		if !ok {
+			return errors.New("no kubernetes section (Kubernetes mode must ship on)")
+		}
+		k["sharedNamespaces"] = []string{o.SharedNamespace}
+		// Hot-plug on (with deploy/hotplug's RBAC, a resource of the overlay).
+		k["hotplug"] = true
+		// Drift checks often enough for a test to see one.
+		conf["checkInterval"] = "3s"
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: conf})
+	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: b.ConfigMap.Data[deploy.ConfigKey]})
 	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
@@ -133,9 +144,13 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 	if err != nil {
 		return nil, fmt.Errorf("overlay: %w", err)
 	}
+	hotplugRBAC, err := filepath.Rel(o.Dir, filepath.Join(filepath.Dir(b.Dir), "hotplug"))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
 	kust := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-		"resources": []string{base},
+		"resources": []string{base, hotplugRBAC},
 		"patches": []map[string]any{
 			{"path": "daemonset.json", "target": map[string]string{"kind": "DaemonSet", "name": b.DaemonSet.Name}},
 			{"path": "configmap.json", "target": map[string]string{"kind": "ConfigMap", "name": b.ConfigMap.Name}},
@@ -251,25 +266,6 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumes/%d/hostPath/path", spec, i), to})
 	}
 	return ops, nil
-}
-
-// withSharedNamespace sets kubernetes.sharedNamespaces of the shipped
-// nri.conf to [ns]; the base must ship Kubernetes mode on.
-func withSharedNamespace(nriConf, ns string) (string, error) {
-	var conf map[string]any
-	if err := yaml.Unmarshal([]byte(nriConf), &conf); err != nil {
-		return "", fmt.Errorf("deploy/base nri.conf: %w", err)
-	}
-	k, ok := conf["kubernetes"].(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("deploy/base nri.conf: no kubernetes section (Kubernetes mode must ship on)")
-	}
-	k["sharedNamespaces"] = []string{ns}
-	out, err := yaml.Marshal(conf)
-	if err != nil {
-		return "", fmt.Errorf("deploy/base nri.conf: %w", err)
-	}
-	return string(out), nil
 }
 
 // flagValue is the index of flag's value in args, -1 if absent.

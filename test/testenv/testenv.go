@@ -64,6 +64,8 @@ type Call struct {
 	IfName      string `json:"ifname"`
 	Args        string `json:"args"`
 	Network     string `json:"network"`
+	// Time is when the plugin was called (RFC 3339, nanoseconds).
+	Time string `json:"time"`
 	// RuntimeConfig is the capability args the plugin received.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }

@@ -73,6 +73,9 @@ kubernetes: section when Kubernetes mode is on. */}}
 {{- $_ = set $conf "cacheDir" "/var/lib/cni" -}}
 {{- if .Values.kubernetes.enabled -}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName -}}
+{{- if .Values.kubernetes.hotplug -}}
+{{- $_ = set $k "hotplug" true -}}
+{{- end -}}
 {{- $_ = set $conf "kubernetes" $k -}}
 {{- end -}}
 {{- toYaml $conf -}}

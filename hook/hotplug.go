@@ -1,0 +1,350 @@
+package hook
+
+// Hot-plug (Kubernetes mode, kubernetes.hotplug): a running pod's networks
+// follow its networks annotation. kube/ watches the node's pods and calls
+// Replug; the Manager does the work under the same locks as Run and Stop:
+//
+//   - the sandbox comes from memory (live: every pod sandbox the runtime
+//     announced by RunPodSandbox or Synchronize, dropped at Stop);
+//   - the new annotation is planned exactly as at RunPodSandbox; a bad value
+//     changes nothing (a Warning Event says why);
+//   - the plan is matched against the record by network (NAD or CNI name)
+//     and interface: a network that stays keeps its interface even when the
+//     pod did not name it; added ones get free names;
+//   - removed networks are DELed first (in the pod's netns), then added ones
+//     are recorded (pending) before their ADD, so a crash never loses one;
+//     a failed ADD rolls back this hot-plug's ADDs;
+//   - network-status is reported afterwards.
+//
+// Idempotent: Replug with an unchanged annotation does nothing, so kube/ may
+// call it for every pod after a restart (pending networks are redone).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// ErrHotplugRefused wraps changes hot-plug will not make (a bad annotation,
+// an unknown NAD, default-route); nothing was changed and retrying the same
+// value is pointless.
+var ErrHotplugRefused = errors.New("hot-plug refused")
+
+// PodUpdate is a pod's networks annotations as the API server has them.
+type PodUpdate struct {
+	UID, Namespace, Name string
+	Annotations          map[string]string
+	// Changed: the networks annotation changed (else a resync: only pods
+	// nri-cni has a record of are reconciled).
+	Changed bool
+}
+
+// Replugger is what kube/ calls on pod updates (the Manager).
+type Replugger interface {
+	Replug(ctx context.Context, u PodUpdate) (changed bool, err error)
+}
+
+// liveSandboxes are the pod sandboxes the runtime runs, by pod UID (the
+// latest sandbox of each pod).
+type liveSandboxes struct {
+	mu        sync.Mutex // guards byUID and afterSync
+	byUID     map[string]Sandbox
+	afterSync []func()
+}
+
+func (l *liveSandboxes) set(sb Sandbox) {
+	if sb.Kind != "pod" || sb.Pod.UID == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byUID == nil {
+		l.byUID = map[string]Sandbox{}
+	}
+	l.byUID[sb.Pod.UID] = sb
+}
+
+func (l *liveSandboxes) drop(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for uid, sb := range l.byUID {
+		if sb.ID == id {
+			delete(l.byUID, uid)
+		}
+	}
+}
+
+func (l *liveSandboxes) get(uid string) (Sandbox, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sb, ok := l.byUID[uid]
+	return sb, ok
+}
+
+// replace keeps exactly the listed sandboxes (Synchronize).
+func (l *liveSandboxes) replace(list []Sandbox) {
+	l.mu.Lock()
+	l.byUID = map[string]Sandbox{}
+	l.mu.Unlock()
+	for _, sb := range list {
+		l.set(sb)
+	}
+}
+
+// AfterSync registers f to run after every resync (Synchronize): hot-plug's
+// pod watcher hands every pod over again, now that the Manager knows the
+// runtime's sandboxes (a restarted nri-cni converges at once).
+func (m *Manager) AfterSync(f func()) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.afterSync = append(m.live.afterSync, f)
+}
+
+func (m *Manager) synced() {
+	m.live.mu.Lock()
+	fs := append([]func(){}, m.live.afterSync...)
+	m.live.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// hotplug reports whether hot-plug is on.
+func (m *Manager) hotplug() bool { return m.cfg.Kubernetes.HotplugOn() }
+
+// Replug makes the pod's attachments match u's annotations. changed reports
+// whether anything was attached or detached.
+func (m *Manager) Replug(ctx context.Context, u PodUpdate) (changed bool, err error) {
+	sb, ok := m.live.get(u.UID)
+	if !ok || !m.hotplug() {
+		return false, nil // not running on this node (yet), or hot-plug off
+	}
+	unlock, err := m.lockWithin(ctx, sb.ID)
+	if err != nil {
+		return false, fmt.Errorf("%s: hot-plug: %w", podRef(sb), err)
+	}
+	defer func() { unlock(); m.gcMu.RUnlock() }()
+	if cur, ok := m.live.get(u.UID); !ok || cur.ID != sb.ID {
+		return false, nil // stopped or replaced while we waited
+	}
+	rec, err := m.store.Get(sb.ID)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		if !u.Changed {
+			return false, nil
+		}
+		rec = nil
+	case err != nil:
+		return false, fmt.Errorf("%s: hot-plug: %w", podRef(sb), err)
+	case rec.Phase != state.PhaseAttached:
+		return false, nil // being torn down, or torn down
+	}
+	sb.Annotations = u.Annotations
+	log := m.logFor(sb).WithField("event", "hot-plug")
+	changed, err = m.replug(ctx, log, sb, rec)
+	if err != nil {
+		m.reportFailure(sb, "", err)
+		return changed, err
+	}
+	return changed, nil
+}
+
+// replug is Replug with the locks taken; rec is nil for a pod without one.
+func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec *state.Record) (bool, error) {
+	refuse := func(err error) error {
+		return fmt.Errorf("%s: %w: %w (nothing changed)", podRef(sb), ErrHotplugRefused, err)
+	}
+	plan, _, err := m.plan(sb)
+	if err != nil {
+		return false, refuse(err)
+	}
+	ns, err := m.ns.Resolve(sb.Pid, sb.Pinned)
+	if errors.Is(err, netns.ErrHostNetwork) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: hot-plug: network namespace: %w", podRef(sb), err)
+	}
+	if rec == nil {
+		now := time.Now().UTC()
+		rec = &state.Record{ID: sb.ID, Kind: sb.Kind, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID,
+			Netns: ns.Path, NetnsDev: ns.ID.Dev, NetnsIno: ns.ID.Ino, Phase: state.PhaseAttached, Created: now, Updated: now}
+	} else if rec.NetnsIno != 0 && (ns.ID != netns.ID{Dev: rec.NetnsDev, Ino: rec.NetnsIno}) {
+		return false, fmt.Errorf("%s: hot-plug: the sandbox's network namespace is not the recorded one", podRef(sb))
+	}
+	_, add, remove := diffPlan(rec.Networks, plan, m.cfg.Ifname)
+	if len(add) == 0 && len(remove) == 0 {
+		return false, nil
+	}
+	if err := m.checkReady(add); err != nil {
+		return false, refuse(err)
+	}
+	for _, a := range add {
+		if len(a.gateways) > 0 {
+			return false, refuse(fmt.Errorf("%s: \"default-route\" is applied when the pod starts, not by hot-plug", attachmentName(a)))
+		}
+	}
+	for _, i := range remove {
+		if len(rec.Networks[i].Gateways) > 0 {
+			return false, refuse(fmt.Errorf("%s carries the pod's default route: it is removed with the pod, not by hot-plug", rec.Networks[i].Name))
+		}
+	}
+	var caps map[string]any
+	if len(add) > 0 && !add[0].ownCaps {
+		if caps, err = capabilityArgs(sb.Annotations, m.podCaps); err != nil {
+			return false, refuse(err)
+		}
+	}
+	args, err := sb.Pod.Args()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+
+	// Removed networks: DEL (in reverse), then forget them. One whose DEL
+	// fails stays recorded, so Stop tries again.
+	var errs []error
+	gone := map[int]bool{}
+	for k := len(remove) - 1; k >= 0; k-- {
+		n := rec.Networks[remove[k]]
+		one := &state.Record{ID: rec.ID, Networks: []state.Network{n}}
+		if err := m.teardown(ctx, log, one, ns.Path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone[remove[k]] = true
+	}
+	var nets []state.Network
+	for i, n := range rec.Networks {
+		if !gone[i] {
+			nets = append(nets, n)
+		}
+	}
+	first := len(nets)
+	for _, a := range add {
+		nets = append(nets, state.Network{Name: a.net.Name, IfName: a.ifname, NAD: a.nad, Pending: true})
+	}
+	rec.Networks, rec.Updated = nets, time.Now().UTC()
+	if err := m.store.Put(rec); err != nil {
+		return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", podRef(sb), err)
+	}
+
+	// Added networks: ADD; a failure rolls back this hot-plug's ADDs.
+	for k, a := range add {
+		i := first + k
+		nl := log.WithFields(logrus.Fields{"network": a.net.Name, "ifname": a.ifname})
+		acaps := caps
+		if a.ownCaps {
+			acaps = a.caps
+		}
+		res, err := m.add(ctx, a.net, cni.Attachment{ContainerID: sb.ID, IfName: a.ifname, Netns: ns.Path, Args: args, CapabilityArgs: acaps})
+		if err != nil {
+			nl.WithError(err).Error("hot-plug: CNI ADD failed, rolling back this hot-plug's ADDs")
+			added := &state.Record{ID: rec.ID, Networks: rec.Networks[first : i+1]}
+			if rerr := m.teardown(context.WithoutCancel(ctx), log, added, ns.Path); rerr != nil {
+				// Kept (pending) for Stop to DEL again.
+				errs = append(errs, rerr)
+			} else {
+				rec.Networks = rec.Networks[:first]
+			}
+			rec.Updated = time.Now().UTC()
+			errs = append(errs, fmt.Errorf("%s: %w", attachmentName(a), err))
+			if perr := m.store.Put(rec); perr != nil {
+				errs = append(errs, perr)
+			}
+			m.reportAttached(sb, rec)
+			return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", podRef(sb), errors.Join(errs...))
+		}
+		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
+		rec.Networks[i].Pending = false
+		nl.WithField("ips", res.IPs).Info("network attached (hot-plug)")
+	}
+	m.noteNetns(rec.Netns)
+	rec.Updated = time.Now().UTC()
+	if err := m.store.Put(rec); err != nil {
+		errs = append(errs, err)
+	}
+	m.reportAttached(sb, rec)
+	log.WithFields(logrus.Fields{"added": len(add), "removed": len(gone)}).Info("networks changed (hot-plug)")
+	if len(errs) > 0 {
+		return true, fmt.Errorf("%s: hot-plug: %w", podRef(sb), errors.Join(errs...))
+	}
+	return true, nil
+}
+
+// diffPlan matches the recorded networks with the plan. A planned network
+// whose interface the pod named matches a recorded one with that network
+// and interface; one named by nri-cni matches any recorded one of that
+// network not matched yet, and keeps its interface. keep maps plan index to
+// record index; add are the unmatched planned networks (auto-named ones
+// renamed to names free of the kept and added ones); remove are the
+// unmatched record indexes, and pending ones (ADD never confirmed: redone).
+func diffPlan(recorded []state.Network, plan []attachment, ifname func(int) string) (keep map[int]int, add []attachment, remove []int) {
+	keep = map[int]int{}
+	used := map[int]bool{}
+	id := func(nad, name string) string {
+		if nad != "" {
+			return "nad:" + nad
+		}
+		return "cni:" + name
+	}
+	match := func(p int, sameIf bool) {
+		a := plan[p]
+		for r, n := range recorded {
+			if used[r] || n.Pending || id(n.NAD, n.Name) != id(a.nad, a.net.Name) || (sameIf && n.IfName != a.ifname) {
+				continue
+			}
+			keep[p], used[r] = r, true
+			return
+		}
+	}
+	for p := range plan {
+		if plan[p].explicit {
+			match(p, true)
+		}
+	}
+	for p := range plan {
+		if _, ok := keep[p]; !ok && !plan[p].explicit {
+			match(p, false)
+		}
+	}
+	taken := map[string]bool{}
+	for r := range used {
+		taken[recorded[r].IfName] = true
+	}
+	for p, a := range plan {
+		if _, ok := keep[p]; !ok && a.explicit {
+			taken[a.ifname] = true
+		}
+	}
+	next := 0
+	for p, a := range plan {
+		if _, ok := keep[p]; ok {
+			continue
+		}
+		if !a.explicit {
+			for {
+				name := ifname(next)
+				next++
+				if !taken[name] {
+					a.ifname, taken[name] = name, true
+					break
+				}
+			}
+		}
+		add = append(add, a)
+	}
+	for r := range recorded {
+		if !used[r] {
+			remove = append(remove, r)
+		}
+	}
+	return keep, add, remove
+}

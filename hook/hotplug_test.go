@@ -1,0 +1,208 @@
+package hook
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+func newHotplugFixture(t *testing.T) *kubeFixture {
+	kf := newKubeFixture(t, func(c *config.Config) { c.Kubernetes.Hotplug = true })
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	kf.nad(NADRef{"ns1", "net-b"}, "cni-b", nil)
+	kf.nad(NADRef{"ns1", "broken"}, "cni-broken", map[string]any{"failOn": "ADD", "failMsg": "pool exhausted"})
+	return kf
+}
+
+// replug sends the pod's new annotation value.
+func (kf *kubeFixture) replug(sb Sandbox, value string) (bool, error) {
+	kf.t.Helper()
+	return kf.mgr.Replug(context.Background(), PodUpdate{UID: sb.Pod.UID, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name,
+		Annotations: map[string]string{AnnotationNPWGNetworks: value}, Changed: true})
+}
+
+func (kf *kubeFixture) networks(id string) []string {
+	kf.t.Helper()
+	rec, err := kf.mgr.Store().Get(id)
+	require.NoError(kf.t, err)
+	var out []string
+	for _, n := range rec.Networks {
+		s := n.NAD + "@" + n.IfName
+		if n.Pending {
+			s += " (pending)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestHotplugAddsRemovesAndKeepsInterfaceNames(t *testing.T) {
+	kf := newHotplugFixture(t)
+	sb := npwgPod("sb1", "net-a")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+
+	changed, err := kf.replug(sb, "net-a, net-b")
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"ns1/net-a@net1", "ns1/net-b@net2"}, kf.networks("sb1"))
+
+	// net-a goes; net-b keeps net2 although, alone, it would be net1.
+	_, err = kf.replug(sb, "net-b")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns1/net-b@net2"}, kf.networks("sb1"))
+
+	// Unchanged: nothing happens.
+	changed, err = kf.replug(sb, "net-b")
+	require.NoError(t, err)
+	assert.False(t, changed)
+
+	// An explicit interface name is part of the match: moving net-b to eth7
+	// re-attaches it; net-a comes back as net1.
+	_, err = kf.replug(sb, "net-b@eth7, net-a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns1/net-b@eth7", "ns1/net-a@net1"}, kf.networks("sb1"))
+
+	// Everything removed (an empty annotation opts out).
+	_, err = kf.replug(sb, "")
+	require.NoError(t, err)
+	assert.Empty(t, kf.networks("sb1"))
+
+	assert.Equal(t, []string{
+		"ADD cni-a net1",
+		"ADD cni-b net2",
+		"DEL cni-a net1",
+		"DEL cni-b net2", "ADD cni-b eth7", "ADD cni-a net1",
+		"DEL cni-a net1", "DEL cni-b eth7",
+	}, kf.cmds())
+
+	status, failures := kf.sink.snapshot()
+	assert.Empty(t, failures)
+	require.Len(t, status, 5, "the attach and each hot-plug that changed something")
+	last := status[len(status)-1]
+	require.Len(t, last.Networks, 1, "only the runtime's network is left")
+	mid := status[3]
+	require.Len(t, mid.Networks, 3)
+	assert.Equal(t, "eth7", mid.Networks[1].Interface)
+
+	// Stop tears down what the record has, once.
+	require.NoError(t, kf.mgr.Detach(context.Background(), sb, false))
+	changed, err = kf.replug(sb, "net-a")
+	require.NoError(t, err)
+	assert.False(t, changed, "no hot-plug into a stopped sandbox")
+}
+
+func TestHotplugBadValueChangesNothing(t *testing.T) {
+	for _, value := range []string{
+		"net-a, missing",             // unknown NAD
+		"other/net-a",                // another namespace
+		`[{"name":"net-a","mac":1}]`, // malformed
+		`[{"name":"net-b","default-route":["10.1.0.1"]}]`, // not by hot-plug
+	} {
+		t.Run(value, func(t *testing.T) {
+			kf := newHotplugFixture(t)
+			sb := npwgPod("sb1", "net-a")
+			_, err := kf.mgr.Attach(context.Background(), sb)
+			require.NoError(t, err)
+			changed, err := kf.replug(sb, value)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrHotplugRefused)
+			assert.Contains(t, err.Error(), "nothing changed")
+			assert.False(t, changed)
+			assert.Equal(t, []string{"ADD cni-a net1"}, kf.cmds(), "no CNI call")
+			assert.Equal(t, []string{"ns1/net-a@net1"}, kf.networks("sb1"))
+			_, failures := kf.sink.snapshot()
+			require.Len(t, failures, 1, "a Warning Event")
+		})
+	}
+}
+
+func TestHotplugFailedADDRollsBackOnlyItsOwn(t *testing.T) {
+	kf := newHotplugFixture(t)
+	sb := npwgPod("sb1", "net-a")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	_, err = kf.replug(sb, "net-a, net-b, broken")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool exhausted")
+	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2", "ADD cni-broken net3", "DEL cni-broken net3", "DEL cni-b net2"},
+		kf.cmds(), "this hot-plug's ADDs rolled back; net-a stays")
+	assert.Equal(t, []string{"ns1/net-a@net1"}, kf.networks("sb1"))
+}
+
+func TestHotplugRedoesPendingNetworks(t *testing.T) {
+	// nri-cni died between recording a hot-plugged network and its ADD: the
+	// resync's Replug (annotation unchanged) DELs it and adds it again.
+	kf := newHotplugFixture(t)
+	sb := npwgPod("sb1", "net-a, net-b")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	rec, err := kf.mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	rec.Networks[1].Pending = true
+	require.NoError(t, kf.mgr.Store().Put(rec))
+
+	changed, err := kf.mgr.Replug(context.Background(), PodUpdate{UID: sb.Pod.UID, Namespace: "ns1", Name: sb.Pod.Name,
+		Annotations: sb.Annotations})
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2", "DEL cni-b net2", "ADD cni-b net2"}, kf.cmds())
+	assert.Equal(t, []string{"ns1/net-a@net1", "ns1/net-b@net2"}, kf.networks("sb1"))
+}
+
+func TestHotplugPodWithoutNetworksAtStart(t *testing.T) {
+	kf := newHotplugFixture(t)
+	sb := npwgPod("sb1", "")
+	sb.Annotations = nil
+	rec, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	assert.Nil(t, rec, "nothing requested (requireAnnotation)")
+
+	// A resync of a pod with no record does nothing...
+	changed, err := kf.mgr.Replug(context.Background(), PodUpdate{UID: sb.Pod.UID, Annotations: map[string]string{AnnotationNPWGNetworks: "net-a"}})
+	require.NoError(t, err)
+	assert.False(t, changed)
+	// ...the annotation changing attaches.
+	_, err = kf.replug(sb, "net-a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns1/net-a@net1"}, kf.networks("sb1"))
+	require.NoError(t, kf.mgr.Detach(context.Background(), sb, true))
+	assert.Equal(t, []string{"ADD cni-a net1", "DEL cni-a net1"}, kf.cmds())
+	_, err = kf.mgr.Store().Get("sb1")
+	assert.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func TestHotplugOffDoesNothing(t *testing.T) {
+	kf := newKubeFixture(t, nil)
+	kf.nad(NADRef{"ns1", "net-a"}, "cni-a", nil)
+	kf.nad(NADRef{"ns1", "net-b"}, "cni-b", nil)
+	sb := npwgPod("sb1", "net-a")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	changed, err := kf.replug(sb, "net-a, net-b")
+	require.NoError(t, err)
+	assert.False(t, changed)
+	assert.Equal(t, []string{"ADD cni-a net1"}, kf.cmds())
+}
+
+func TestDiffPlan(t *testing.T) {
+	ifname := func(i int) string { return []string{"net1", "net2", "net3", "net4"}[i] }
+	rec := []state.Network{{Name: "a", IfName: "net1"}, {Name: "b", IfName: "net2"}, {Name: "c", IfName: "eth5"}}
+	plan := []attachment{
+		{net: &cni.Network{Name: "b"}, ifname: "net1"},                 // auto: keeps net2
+		{net: &cni.Network{Name: "c"}, ifname: "eth6", explicit: true}, // moved: re-attached
+		{net: &cni.Network{Name: "d"}, ifname: "net2"},                 // new: a free name
+	}
+	keep, add, remove := diffPlan(rec, plan, ifname)
+	assert.Equal(t, map[int]int{0: 1}, keep)
+	require.Len(t, add, 2)
+	assert.Equal(t, "eth6", add[0].ifname)
+	assert.Equal(t, "net1", add[1].ifname, "net1 is free once a is removed; net2 is b's")
+	assert.Equal(t, []int{0, 2}, remove)
+}
