@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/sirupsen/logrus"
@@ -23,9 +26,11 @@ import (
 // multiNet is one configuration of the multi-network section: k bridge
 // networks per pod, serial or parallel, behind its own NRI runtime side.
 type multiNet struct {
+	kind     string // "bridge" or "waiting"
 	k        int
 	parallel bool
 	rs       *runtimeSide
+	engine   *cni.Engine
 	netns    ns.NetNS
 	bridges  []string
 	stop     func()
@@ -38,17 +43,19 @@ func (c *multiNet) label() string {
 	if c.parallel {
 		mode = "parallel"
 	}
-	return fmt.Sprintf("%d network(s), %s", c.k, mode)
+	return fmt.Sprintf("%s, %d network(s), %s", c.kind, c.k, mode)
 }
 
 // newMultiNet writes k bridge+host-local networks (own bridge, subnet and
 // IPAM dir each) and connects a Manager attaching all of them, through a
 // runtime side of its own.
-func newMultiNet(ctx context.Context, e *env, k int, parallel bool) (c *multiNet, err error) {
-	c = &multiNet{k: k, parallel: parallel}
-	dir := filepath.Join(e.dir, fmt.Sprintf("multi-%d-%t", k, parallel))
+// kind "waiting" is the recording plugin answering each ADD after 20 ms: a
+// chain that waits (a remote IPAM, a device daemon) rather than computes.
+func newMultiNet(ctx context.Context, e *env, kind string, k int, parallel bool) (c *multiNet, err error) {
+	c = &multiNet{kind: kind, k: k, parallel: parallel}
+	dir := filepath.Join(e.dir, fmt.Sprintf("multi-%s-%d-%t", kind, k, parallel))
 	cfg := config.Default()
-	cfg.ConfDir, cfg.BinDirs = filepath.Join(dir, "net.d"), []string{e.tools.CNIDir}
+	cfg.ConfDir, cfg.BinDirs = filepath.Join(dir, "net.d"), []string{e.tools.CNIDir, e.recorderDir}
 	cfg.CacheDir, cfg.StateDir = filepath.Join(dir, "cache"), filepath.Join(dir, "state")
 	cfg.ParallelAttach = parallel
 	cfg.CNITimeout = config.Duration(5 * time.Second)
@@ -61,9 +68,13 @@ func newMultiNet(ctx context.Context, e *env, k int, parallel bool) (c *multiNet
 		}
 	}()
 	for i := 0; i < k; i++ {
-		name, br := fmt.Sprintf("multi%d", i), harness.RandomName("ncbm")
-		c.bridges = append(c.bridges, br)
-		conf := bridgeConf(name, br, harness.RandomSubnet(230), filepath.Join(dir, "ipam"))
+		name := fmt.Sprintf("multi%d", i)
+		conf := []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[{"type":"cni-recorder","ip":"10.99.%d.5/24","sleep":"20ms"}]}`, name, i))
+		if kind == "bridge" {
+			br := harness.RandomName("ncbm")
+			c.bridges = append(c.bridges, br)
+			conf = bridgeConf(name, br, harness.RandomSubnet(230), filepath.Join(dir, "ipam"))
+		}
 		if err := os.WriteFile(filepath.Join(cfg.ConfDir, fmt.Sprintf("%02d.conflist", i)), conf, 0o644); err != nil {
 			return nil, err
 		}
@@ -81,6 +92,7 @@ func newMultiNet(ctx context.Context, e *env, k int, parallel bool) (c *multiNet
 	if skipped, err := engine.Reload(ctx); err != nil || len(skipped) > 0 {
 		return nil, fmt.Errorf("loading %s: %v %v", dir, err, skipped)
 	}
+	c.engine = engine
 	if c.netns, err = testutils.NewNS(); err != nil {
 		return nil, err
 	}
@@ -118,7 +130,7 @@ func (c *multiNet) close() {
 
 // pod runs one pod through Run, then Stop and Remove.
 func (c *multiNet) pod(ctx context.Context, i int) error {
-	id := fmt.Sprintf("mn%d%t%05d", c.k, c.parallel, i)
+	id := fmt.Sprintf("mn%s%d%t%05d", c.kind, c.k, c.parallel, i)
 	pod := &api.PodSandbox{Id: id, Name: "pod-" + id, Namespace: "bench", Uid: "uid-" + id,
 		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: c.netns.Path()}}}}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -138,6 +150,31 @@ func (c *multiNet) pod(ctx context.Context, i int) error {
 	return nil
 }
 
+// rawAdd ADDs the configuration's networks straight through libcni, all at
+// once (no nri-cni: no records, locks or NRI), and returns how long the ADDs
+// took; then DELs them. The machine's floor for parallel ADDs.
+func (c *multiNet) rawAdd(ctx context.Context, i int) (time.Duration, error) {
+	id := fmt.Sprintf("raw%d%05d", c.k, i)
+	nets := c.engine.Networks()
+	rts := make([]*libcni.RuntimeConf, len(nets))
+	errs := make([]error, len(nets))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for j, n := range nets {
+		rts[j] = &libcni.RuntimeConf{ContainerID: id, NetNS: c.netns.Path(), IfName: fmt.Sprintf("raw%d", j), Args: podArgs(id)}
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[j] = c.engine.CNI().AddNetworkList(ctx, n.List, rts[j]) }()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for j, n := range nets {
+		if err := c.engine.CNI().DelNetworkList(ctx, n.List, rts[j]); err != nil && errs[j] == nil {
+			errs[j] = err
+		}
+	}
+	return took, errors.Join(errs...)
+}
+
 // benchMultiNet: 8. pods with 1, 3 and 6 bridge networks each, attached one
 // after the other (the default) and in parallel (parallelAttach), through
 // NRI. The six configurations take turns pod by pod, so drift of the
@@ -150,13 +187,15 @@ func benchMultiNet(ctx context.Context, e *env, rep *report, n int) error {
 			c.close()
 		}
 	}()
-	for _, k := range []int{1, 3, 6} {
-		for _, parallel := range []bool{false, true} {
-			c, err := newMultiNet(ctx, e, k, parallel)
-			if err != nil {
-				return err
+	for _, kind := range []string{"bridge", "waiting"} {
+		for _, k := range []int{1, 3, 6} {
+			for _, parallel := range []bool{false, true} {
+				c, err := newMultiNet(ctx, e, kind, k, parallel)
+				if err != nil {
+					return err
+				}
+				all = append(all, c)
 			}
-			all = append(all, c)
 		}
 	}
 	for i := 0; i < n; i++ {
@@ -167,17 +206,46 @@ func benchMultiNet(ctx context.Context, e *env, rep *report, n int) error {
 			}
 		}
 	}
-	const s = "8 multi-network"
-	one := all[0] // 1 network, serial
-	for _, c := range all {
-		rep.add(Row{Section: s, Metric: "RunPodSandbox p50, " + c.label(), Value: pct(c.run, 50), Unit: "ms",
-			Note: fmt.Sprintf("p95 %.1f ms; Stop+Remove p50 %.1f ms; %.2fx one network", pct(c.run, 95), pct(c.teardown, 50),
-				pct(c.run, 50)/pct(one.run, 50))})
-	}
-	for _, c := range all {
-		if c.k == 3 && c.parallel {
-			rep.check(s, "3 networks in parallel vs 1 network (RunPodSandbox p50s)", pct(c.run, 50)/pct(one.run, 50), "x", 1.3, "<= 1.30x")
+	// The floor: the same ADDs through libcni alone, 1 network vs 3 at once.
+	var raw1, raw3 []time.Duration
+	for i := 0; i < n; i++ {
+		for _, c := range []*multiNet{all[1], all[3]} { // bridge: 1 and 3 networks (parallel configs)
+			d, err := c.rawAdd(ctx, i)
+			if err != nil {
+				return err
+			}
+			if c.k == 1 {
+				raw1 = append(raw1, d)
+			} else {
+				raw3 = append(raw3, d)
+			}
 		}
+	}
+	const s = "8 multi-network"
+	rep.add(Row{Section: s, Metric: "raw libcni ADD p50, 1 network", Value: pct(raw1, 50), Unit: "ms", Note: "no nri-cni"})
+	rep.add(Row{Section: s, Metric: "raw libcni ADD p50, 3 networks at once", Value: pct(raw3, 50), Unit: "ms",
+		Note: fmt.Sprintf("%.2fx one network: this machine's floor for parallel ADDs", pct(raw3, 50)/pct(raw1, 50))})
+	for _, kind := range []string{"bridge", "waiting"} {
+		var one, three *multiNet
+		for _, c := range all {
+			switch {
+			case c.kind != kind:
+				continue
+			case c.k == 1 && !c.parallel:
+				one = c
+			case c.k == 3 && c.parallel:
+				three = c
+			}
+		}
+		for _, c := range all {
+			if c.kind != kind {
+				continue
+			}
+			rep.add(Row{Section: s, Metric: "RunPodSandbox p50, " + c.label(), Value: pct(c.run, 50), Unit: "ms",
+				Note: fmt.Sprintf("p95 %.1f ms; Stop+Remove p50 %.1f ms; %.2fx one network", pct(c.run, 95), pct(c.teardown, 50),
+					pct(c.run, 50)/pct(one.run, 50))})
+		}
+		rep.check(s, kind+": 3 networks in parallel vs 1 network (RunPodSandbox p50s)", pct(three.run, 50)/pct(one.run, 50), "x", 1.3, "<= 1.30x")
 	}
 	return nil
 }
