@@ -62,6 +62,9 @@ func NewClients(k *config.KubernetesConfig, getenv func(string) string) (*Client
 		return nil, fmt.Errorf("kubernetes API client (kubeconfig %q): %w", k.Kubeconfig, err)
 	}
 	rc.UserAgent = "nri-cni/" + node
+	// client-go's default (5 QPS, burst 10) would make a node's pod storm
+	// wait seconds for its network-status; the kubelet's own defaults.
+	rc.QPS, rc.Burst = 50, 100
 	core, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes API client: %w", err)
