@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cni/nri-cni/kube"
 )
@@ -113,4 +116,25 @@ func TestPolicyNarrowsTheServiceAccount(t *testing.T) {
 	assert.Equal(t, p.Name, pb.Spec.PolicyName)
 	assert.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, pb.Spec.ValidationActions)
 	assert.Nil(t, pb.Spec.MatchResources, "everything the policy matches")
+}
+
+// TestHotplugRBAC: deploy/hotplug adds exactly what hot-plug's pod informer
+// needs (pods list and watch) to deploy/base's ServiceAccount, nothing else.
+func TestHotplugRBAC(t *testing.T) {
+	b := loadBase(t)
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "hotplug", "rbac.yaml"))
+	require.NoError(t, err)
+	docs := strings.Split(string(data), "\n---\n")
+	require.Len(t, docs, 2)
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &role))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[1]), &binding))
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}}, role.Rules)
+	assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}, binding.RoleRef)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: b.ServiceAccount.Name, Namespace: b.ServiceAccount.Namespace}},
+		binding.Subjects)
+	k, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "hotplug", "kustomization.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(k), "- rbac.yaml")
 }

@@ -64,6 +64,9 @@ type PluginConfig struct {
 	CNITimeout    string   `json:"cniTimeout,omitempty"`
 	FailurePolicy string   `json:"failurePolicy,omitempty"`
 	PodSelection  bool     `json:"podSelection,omitempty"`
+	// ParallelAttach and StatusInterval: as in nri.conf ("" = default).
+	ParallelAttach bool   `json:"parallelAttach,omitempty"`
+	StatusInterval string `json:"statusInterval,omitempty"`
 	// PodCapabilities: nil = nri-cni's default (bandwidth only).
 	PodCapabilities []string `json:"podCapabilities,omitempty"`
 	Namespaces      *struct {

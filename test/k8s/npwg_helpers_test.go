@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -220,16 +219,6 @@ func deleteLink(name string) error {
 		return fmt.Errorf("ip link del %s: %w: %s", name, err, out)
 	}
 	return nil
-}
-
-// writeAtomic replaces path's content the way the kubelet updates projected
-// files (a new file renamed over the old one).
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // since is a short duration for logs.
