@@ -48,3 +48,27 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Fatalf("healthz after disconnect = %d, want 503", code)
 	}
 }
+
+func TestReadinessAndDriftMetrics(t *testing.T) {
+	m := New(func() float64 { return 0 }, func() float64 { return 0 })
+	m.SetConnected(true)
+	m.NetworkReady("pool", false)
+	m.NetworkReady("sec", true)
+	m.CheckFailed("sec")
+	m.CheckFailed("sec")
+	h := m.Handler()
+	_, body := get(t, h, "/metrics")
+	for _, want := range []string{
+		`nri_cni_network_ready{network="pool"} 0`,
+		`nri_cni_network_ready{network="sec"} 1`,
+		`nri_cni_check_failures_total{network="sec"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// A network that is not ready is not nri-cni being unhealthy.
+	if code, _ := get(t, h, "/healthz"); code != http.StatusOK {
+		t.Errorf("healthz with a network not ready = %d, want 200", code)
+	}
+}
