@@ -46,6 +46,8 @@ type Options struct {
 type Engine struct {
 	opts Options
 	cni  *libcni.CNIConfig
+	// check runs CHECK (same cache), host-side MACs left out (check.go).
+	check *libcni.CNIConfig
 
 	mu       sync.RWMutex // guards networks; never held across a CNI exec
 	networks []*Network
@@ -54,8 +56,9 @@ type Engine struct {
 // New returns an Engine. Call Reload to load the configs.
 func New(opts Options) *Engine {
 	return &Engine{
-		opts: opts,
-		cni:  libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, opts.Exec),
+		opts:  opts,
+		cni:   libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, opts.Exec),
+		check: libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, newCheckExec(opts.Exec)),
 	}
 }
 
@@ -293,7 +296,7 @@ func (e *Engine) Check(ctx context.Context, name string, a Attachment) error {
 	if cachedRT != nil {
 		rt.Args, rt.CapabilityArgs = cachedRT.Args, cachedRT.CapabilityArgs
 	}
-	if err := e.cni.CheckNetworkList(ctx, list, rt); err != nil {
+	if err := e.check.CheckNetworkList(ctx, list, rt); err != nil {
 		return fmt.Errorf("network %q: %w", name, err)
 	}
 	return nil
