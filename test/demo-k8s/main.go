@@ -4,8 +4,10 @@
 // containerd 2.4.2 with NRI), nri-cni's image imported into the node's
 // containerd, deploy/base applied with `kubectl apply -k` through an overlay
 // that changes only paths, ports and the example network's bridge and subnet
-// (test/k8sdeploy), two pods annotated with the example network, a ping
-// between their net1 addresses, and everything torn down, also on failure.
+// (test/k8sdeploy), two pods on the example network — one with nri-cni's
+// annotation, one with the NPWG annotation naming a NetworkAttachmentDefinition,
+// as Multus users write it, whose network-status is shown — a ping between
+// their net1 addresses, and everything torn down, also on failure.
 //
 //	make demo-k8s
 package main
@@ -142,7 +144,25 @@ func run(ctx context.Context) (err error) {
 			err = derr
 		}
 	}()
-	step("creating two pods annotated %s: %s", k8sdeploy.Annotation, d.Overlay.NetName)
+	step("a NetworkAttachmentDefinition, as Multus users have them (kubectl apply -f; empty spec.config = the ConfigMap's network %s)", d.Overlay.NetName)
+	nadFile := filepath.Join(dir, "nad.yaml")
+	nad := fmt.Sprintf("apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: %s\n  namespace: default\nspec:\n  config: \"\"\n", d.Overlay.NetName)
+	if err := os.WriteFile(nadFile, []byte(nad), 0o644); err != nil {
+		return err
+	}
+	indent(nad)
+	applied, err := c.Kubectl(ctx, "apply", "-f", nadFile)
+	if err != nil {
+		return err
+	}
+	indent(applied)
+	defer func() {
+		if _, derr := c.Kubectl(context.WithoutCancel(ctx), "delete", "-f", nadFile, "--ignore-not-found"); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	step("creating demo-a annotated %s: %s, and demo-b annotated %s: %s", k8sdeploy.Annotation, d.Overlay.NetName,
+		npwgAnnotation, d.Overlay.NetName)
 	w, err := k8sdeploy.WatchReady(ctx, c.Client, "default", demoLabel)
 	if err != nil {
 		return err
@@ -150,9 +170,10 @@ func run(ctx context.Context) (err error) {
 	defer w.Stop()
 	names := []string{"demo-a", "demo-b"}
 	t0 = time.Now()
-	for _, name := range names {
-		if _, err := k.Create(ctx, demoPod(name, d.Overlay.NetName), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating pod %s: %w", name, err)
+	for _, p := range []*corev1.Pod{demoPod("demo-a", k8sdeploy.Annotation, d.Overlay.NetName),
+		demoPod("demo-b", npwgAnnotation, d.Overlay.NetName)} {
+		if _, err := k.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pod %s: %w", p.Name, err)
 		}
 	}
 	for _, name := range names {
@@ -191,6 +212,23 @@ func run(ctx context.Context) (err error) {
 			itf.Addrs[0].String())
 	}
 	info("secondary IPs allocated: %d", len(d.Overlay.Secondary().IPFiles()))
+
+	step("demo-b's network-status, written back by nri-cni (kubectl get pod demo-b -o jsonpath=…)")
+	jsonpath := `jsonpath={.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}`
+	var status string
+	for deadline := time.Now().Add(time.Minute); ; {
+		if status, err = c.Kubectl(ctx, "get", "pod", "demo-b", "-o", jsonpath); err != nil {
+			return err
+		}
+		if strings.TrimSpace(status) != "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if strings.TrimSpace(status) == "" {
+		return fmt.Errorf("demo-b has no network-status\nnri-cni's log:\n%s", d.Log(ctx))
+	}
+	indent(status)
 
 	step("ping %s (demo-b's net1) from demo-a's network namespace", net1["demo-b"])
 	if err := harness.Ping(netns["demo-a"], net1["demo-b"]); err != nil {
@@ -254,10 +292,13 @@ func summarize(out string) string {
 	return strings.Join(kinds, ", ")
 }
 
-func demoPod(name, network string) *corev1.Pod {
+// npwgAnnotation is the NPWG (Multus) networks annotation.
+const npwgAnnotation = "k8s.v1.cni.cncf.io/networks"
+
+func demoPod(name, annotation, network string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{demoLabel: "yes"},
-			Annotations: map[string]string{k8sdeploy.Annotation: network}},
+			Annotations: map[string]string{annotation: network}},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{{Name: "pause", Image: harness.PauseImage, ImagePullPolicy: corev1.PullNever}},
 			TerminationGracePeriodSeconds: new(int64),
