@@ -162,6 +162,15 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	refuse := func(err error) error {
 		return fmt.Errorf("%s: %w: %w (nothing changed)", podRef(sb), ErrHotplugRefused, err)
 	}
+	// Only the pod's own annotation drives hot-plug. A namespace the config
+	// now filters out, or Multus having become the node's primary network,
+	// changes what new pods get, never what running pods have.
+	if !m.cfg.Namespaces.Allows(sb.Pod.Namespace) {
+		return false, nil
+	}
+	if _, npwg := sb.Annotations[AnnotationNPWGNetworks]; npwg && m.npwg() && m.multusPrimary() != "" {
+		return false, nil
+	}
 	plan, _, err := m.plan(sb)
 	if err != nil {
 		return false, refuse(err)

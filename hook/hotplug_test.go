@@ -206,3 +206,25 @@ func TestDiffPlan(t *testing.T) {
 	assert.Equal(t, "net1", add[1].ifname, "net1 is free once a is removed; net2 is b's")
 	assert.Equal(t, []int{0, 2}, remove)
 }
+
+func TestHotplugLeavesPodsAloneOnConfigChanges(t *testing.T) {
+	// Multus installed on the node after nri-cni attached a pod's NPWG
+	// networks: a resync's reconcile must not detach them (the plan for a
+	// new pod would be "Multus's", i.e. empty).
+	kf := newHotplugFixture(t)
+	primary := ""
+	kf.mgr = NewManager(kf.cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil, WithNetworkSource(kf.src),
+		WithStatusSink(kf.sink), WithMultusCheck(func() string { return primary }))
+	sb := npwgPod("sb1", "net-a")
+	_, err := kf.mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	primary = "/etc/cni/net.d/00-multus.conf"
+	for _, changed := range []bool{false, true} {
+		got, err := kf.mgr.Replug(context.Background(), PodUpdate{UID: sb.Pod.UID, Namespace: "ns1", Name: sb.Pod.Name,
+			Annotations: map[string]string{AnnotationNPWGNetworks: "net-a, net-b"}, Changed: changed})
+		require.NoError(t, err)
+		assert.False(t, got)
+	}
+	assert.Equal(t, []string{"ns1/net-a@net1"}, kf.networks("sb1"))
+	assert.Equal(t, []string{"ADD cni-a net1"}, kf.cmds())
+}
