@@ -133,6 +133,9 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 	if err := benchNetworkStatus(ctx, rep, c, d, 20); err != nil {
 		return err
 	}
+	if err := benchHotplug(ctx, rep, c, d, 20); err != nil {
+		return err
+	}
 	rss := c.RSS()
 	pid, err := d.Pid(ctx)
 	if err != nil {
@@ -172,7 +175,7 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 			Note: fmt.Sprintf("p95 %.1f ms, %d attaches", pct(attach, 95), len(attach))})
 	}
 	cp := rss["kube-apiserver"] + rss["etcd"] + rss["kube-controller-manager"] + rss["kube-scheduler"]
-	pods := fmt.Sprintf("%d pods running", 2*n+3+20)
+	pods := fmt.Sprintf("%d pods running", 2*n+3+21)
 	rep.add(Row{Section: s, Metric: "RSS control plane (apiserver+etcd+ctrl-mgr+sched)", Value: mib(cp), Unit: "MiB", Note: pods})
 	rep.add(Row{Section: s, Metric: "RSS kubelet", Value: mib(rss["kubelet"]), Unit: "MiB", Note: pods})
 	rep.add(Row{Section: s, Metric: "RSS containerd", Value: mib(rss["containerd"]), Unit: "MiB", Note: pods})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -12,8 +13,10 @@ import (
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nri-cni/nri-cni/test/cluster"
+	"github.com/nri-cni/nri-cni/test/harness"
 	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
@@ -52,7 +55,7 @@ func benchNetworkStatus(ctx context.Context, rep *report, c *cluster.Cluster, d 
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("npwg-%02d", i)
 		p := benchPod(name, false, "")
-		p.Annotations = map[string]string{"k8s.v1.cni.cncf.io/networks": nad.Name}
+		p.Annotations = map[string]string{npwgNetworks: nad.Name}
 		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s: %w", name, err)
 		}
@@ -108,3 +111,91 @@ func runPodSandboxTimes(logPath, pod string) (start, ret time.Time, err error) {
 	}
 	return start, ret, nil
 }
+
+// benchHotplug: hot-plug on the k8s section's cluster (its overlay turns
+// kubernetes.hotplug on): one running pod on the example network's NAD; n
+// times, the NPWG annotation patched to add a second NAD (a bridge of its
+// own) and then to remove it, through the API; each time from just before
+// the patch call to the interface appearing (or disappearing) in the pod's
+// netns (polled every 2 ms). Target: within 1 s.
+func benchHotplug(ctx context.Context, rep *report, c *cluster.Cluster, d *k8sdeploy.Deployed, n int) (err error) {
+	const s = "6 k8s"
+	nads, err := nadclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	second := harness.Secondary{Name: "bench-hotplug", Bridge: harness.RandomName("ncbh"), Subnet: harness.RandomSubnet(220)}
+	defer second.DeleteBridge()
+	cfg := fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[{"type":"bridge","bridge":%q,"isGateway":false,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]]}}]}`,
+		second.Name, second.Bridge, second.Subnet)
+	api := nads.K8sCniCncfIoV1().NetworkAttachmentDefinitions("default")
+	for _, nad := range []*nadv1.NetworkAttachmentDefinition{
+		{ObjectMeta: metav1.ObjectMeta{Name: d.Overlay.NetName, Namespace: "default"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: second.Name, Namespace: "default"}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: cfg}},
+	} {
+		if _, err := api.Create(ctx, nad, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating NAD %s: %w", nad.Name, err)
+		}
+		defer func() { _ = api.Delete(context.WithoutCancel(ctx), nad.Name, metav1.DeleteOptions{}) }()
+	}
+	p := benchPod("hotplug", false, "")
+	p.Annotations = map[string]string{npwgNetworks: d.Overlay.NetName}
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	w, err := k8sdeploy.WatchReady(ctx, c.Client, "default", benchLabel)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	if _, err := w.Wait(ctx, "hotplug", 3*time.Minute); err != nil {
+		return err
+	}
+	cri, err := harness.DialCRI(ctx, c.Containerd.Address)
+	if err != nil {
+		return err
+	}
+	defer cri.Close()
+	pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "hotplug", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	netns, err := k8sdeploy.SandboxNetns(ctx, cri, string(pod.UID))
+	if err != nil {
+		return err
+	}
+	// set patches the annotation and waits until net2 is there (want) or gone.
+	set := func(value string, want bool) (time.Duration, error) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{npwgNetworks: value}}})
+		start := time.Now()
+		if _, err := c.Client.CoreV1().Pods("default").Patch(ctx, "hotplug", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return 0, err
+		}
+		for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if _, ok, err := harness.PodIface(netns, "net2"); err != nil {
+				return 0, err
+			} else if ok == want {
+				return time.Since(start), nil
+			}
+		}
+		return 0, fmt.Errorf("hot-plug: net2 present=%t not reached in 30 s\nnri-cni's log tail:\n%s", want, tail(d.Log(ctx), 20))
+	}
+	var add, del []time.Duration
+	for i := 0; i < n; i++ {
+		a, err := set(d.Overlay.NetName+", "+second.Name, true)
+		if err != nil {
+			return err
+		}
+		r, err := set(d.Overlay.NetName, false)
+		if err != nil {
+			return err
+		}
+		add, del = append(add, a), append(del, r)
+	}
+	rep.add(Row{Section: s, Metric: fmt.Sprintf("hot-plug: patch → net2 in the pod, p50, %d additions", n), Value: pct(add, 50), Unit: "ms",
+		Note: fmt.Sprintf("p95 %.0f ms; removal p50 %.0f ms, p95 %.0f ms", pct(add, 95), pct(del, 50), pct(del, 95))})
+	rep.check(s, "hot-plug: patch → net2 in the pod, p95", pct(add, 95), "ms", 1000, "<= 1000 ms")
+	return nil
+}
+
+const npwgNetworks = "k8s.v1.cni.cncf.io/networks"
