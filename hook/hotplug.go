@@ -168,7 +168,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	if !m.cfg.Namespaces.Allows(sb.Pod.Namespace) {
 		return false, nil
 	}
-	if _, npwg := sb.Annotations[AnnotationNPWGNetworks]; npwg && m.npwg() && m.multusPrimary() != "" {
+	if m.multusOwns(sb) != "" {
 		return false, nil
 	}
 	plan, _, err := m.plan(sb)

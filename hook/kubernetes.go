@@ -139,6 +139,16 @@ func (m *Manager) multusPrimary() string {
 	return m.multus()
 }
 
+// multusOwns returns the config file that makes Multus this node's primary
+// network when sb carries the NPWG annotation nri-cni would honour (so it is
+// Multus's here), else "".
+func (m *Manager) multusOwns(sb Sandbox) string {
+	if _, ok := sb.Annotations[AnnotationNPWGNetworks]; !ok || !m.npwg() {
+		return ""
+	}
+	return m.multusPrimary()
+}
+
 // reportAttached hands rec's networks to the sink (pods with a UID only:
 // the status patch is guarded by it).
 func (m *Manager) reportAttached(sb Sandbox, rec *state.Record) {

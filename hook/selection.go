@@ -57,15 +57,13 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 	}
 	value, annotated := sb.Annotations[AnnotationNetworks]
 	npwgValue, npwg := sb.Annotations[AnnotationNPWGNetworks]
-	if npwg && m.npwg() {
-		if f := m.multusPrimary(); f != "" {
-			// Multus is the primary network and has attached these already.
-			if !annotated {
-				return nil, fmt.Sprintf("%s is Multus's on this node: Multus is the runtime's primary network (%s)",
-					AnnotationNPWGNetworks, f), nil
-			}
-			npwg = false
+	if f := m.multusOwns(sb); f != "" {
+		// Multus is the primary network and has attached these already.
+		if !annotated {
+			return nil, fmt.Sprintf("%s is Multus's on this node: Multus is the runtime's primary network (%s)",
+				AnnotationNPWGNetworks, f), nil
 		}
+		npwg = false
 	}
 	if npwg && m.npwg() {
 		if annotated && m.cfg.PodSelection {

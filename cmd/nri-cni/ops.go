@@ -64,12 +64,7 @@ func (a *app) statusCmd(ctx context.Context, args []string) int {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
-			return a.fail("status: %v", err)
-		}
-		return 0
+		return a.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tPHASE\tNETWORK\tIFNAME\tIPS\tAGE\tNETNS")
@@ -85,6 +80,16 @@ func (a *app) statusCmd(ctx context.Context, args []string) int {
 	fmt.Fprintln(a.stdout)
 	if code := a.networkStatus(ctx, cfg, false); code != 0 {
 		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
+	}
+	return 0
+}
+
+// printJSON prints v indented, for `status --json`.
+func (a *app) printJSON(v any) int {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return a.fail("status: %v", err)
 	}
 	return 0
 }
@@ -117,12 +122,7 @@ func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool)
 		rows = append(rows, r)
 	}
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
-			return a.fail("status: %v", err)
-		}
-		return 0
+		return a.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NETWORK\tREADY\tREASON (CNI STATUS)")

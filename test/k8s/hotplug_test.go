@@ -194,7 +194,7 @@ func TestHotplugRaces(t *testing.T) {
 	require.NoError(t, d.WaitGone(f.ctx, waitLong))
 	f.annotate(pod.Name, a.Name+", "+b.Name)
 	time.Sleep(time.Second)
-	assert.Equal(t, map[string]string{}, withoutAddrs(f.ifaces(st.NetnsPath, "net2")), "nothing happens while nri-cni is away")
+	assert.NotContains(t, f.ifaces(st.NetnsPath, "net2"), "net2", "nothing happens while nri-cni is away")
 	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "patch", "ds", "nri-cni", "--type=json",
 		"-p", `[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]`)
 	require.NoError(t, err)
@@ -208,12 +208,4 @@ func TestHotplugRaces(t *testing.T) {
 	f.deletePod("default", pod.Name)
 	f.waitReleased(f.seenIDs()...)
 	assert.Empty(t, b.ipFiles(f.seenIDs()...))
-}
-
-func withoutAddrs(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k := range m {
-		out[k] = "present"
-	}
-	return out
 }
