@@ -75,6 +75,12 @@ func (e *Engine) Reload(ctx context.Context) (skipped []error, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// What nri-cni ADDs carries its marker into libcni's cache (owner.go).
+	for i, n := range nets {
+		if owned, err := n.Owned(Owner{}); err == nil {
+			nets[i] = owned
+		}
+	}
 	e.mu.Lock()
 	e.networks = nets
 	e.mu.Unlock()
@@ -300,4 +306,18 @@ func (e *Engine) Check(ctx context.Context, name string, a Attachment) error {
 		return fmt.Errorf("network %q: %w", name, err)
 	}
 	return nil
+}
+
+// CachedResult summarises the result libcni cached for att's ADD (its
+// addresses and MAC).
+func (e *Engine) CachedResult(att *libcni.NetworkAttachment) (*Result, error) {
+	list, err := libcni.NetworkConfFromBytes(att.Config)
+	if err != nil {
+		return nil, fmt.Errorf("cached config of network %q: %w", att.Network, err)
+	}
+	res, err := e.cni.GetNetworkListCachedResult(list, &libcni.RuntimeConf{ContainerID: att.ContainerID, IfName: att.IfName})
+	if err != nil {
+		return nil, fmt.Errorf("cached result of network %q: %w", att.Network, err)
+	}
+	return summarize(res, att.IfName)
 }

@@ -56,6 +56,26 @@ func LoadDir(ctx context.Context, c libcni.CNI, dir string) (nets []*Network, sk
 	return nets, skipped, nil
 }
 
+// maxNetworkNameLen bounds a network name (it names files).
+const maxNetworkNameLen = 253
+
+// ValidNetworkName reports whether name follows the CNI spec's rule for
+// network names (alphanumerics, '_', '.', '-'), starts with an alphanumeric,
+// is not "." or ".." and fits a file name.
+func ValidNetworkName(name string) bool {
+	if name == "" || len(name) > maxNetworkNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // LoadFile parses a .conflist (a "plugins" array) or a single-plugin .conf.
 func LoadFile(path string) (*Network, error) {
 	data, err := os.ReadFile(path)
@@ -94,6 +114,12 @@ func Parse(data []byte) (*Network, error) {
 	}
 	if list.Name == "" {
 		return nil, fmt.Errorf("missing network name")
+	}
+	if !ValidNetworkName(list.Name) {
+		// The name reaches plugins and names files (libcni's cache,
+		// host-local's dataDir): never a path.
+		return nil, fmt.Errorf("network name %q: only letters, digits, '_', '.' and '-' (starting with a letter or digit), at most %d characters",
+			list.Name, maxNetworkNameLen)
 	}
 	if len(list.Plugins) == 0 {
 		return nil, fmt.Errorf("network %q has no plugins", list.Name)

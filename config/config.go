@@ -103,8 +103,15 @@ type Config struct {
 	// CapabilityPortMappings). A pod that sets the annotation of a capability
 	// not listed fails. Default: bandwidth only.
 	PodCapabilities []string `json:"podCapabilities"`
+	// PodCNIArgs lists the keys a pod may pass to the plugins' args.cni with
+	// an NPWG selection element's "cni-args". Empty (the default): cni-args
+	// are refused. Keys that mean a capability (CNIArgCapabilities: ips,
+	// mac, sysctl) also need it in PodCapabilities.
+	PodCNIArgs []string `json:"podCNIArgs"`
 	// Hook configures OCI hook mode.
 	Hook HookConfig `json:"hook"`
+	// Limits bound the work one pod's annotations can cause (limits.go).
+	Limits Limits `json:"limits"`
 	// Kubernetes, when set, turns on Kubernetes mode (kubernetes.go): nil
 	// means no API client at all.
 	Kubernetes *KubernetesConfig `json:"kubernetes"`
@@ -174,6 +181,7 @@ func Default() Config {
 		StatusInterval:  Duration(DefaultStatusInterval),
 		PodCapabilities: DefaultPodCapabilities(),
 		Hook:            DefaultHookConfig(),
+		Limits:          DefaultLimits(),
 	}
 }
 
@@ -295,6 +303,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := validatePodCapabilities(c.PodCapabilities); err != nil {
+		return err
+	}
+	if err := validatePodCNIArgs(c.PodCNIArgs, c.PodCapabilities); err != nil {
+		return err
+	}
+	if err := c.Limits.validate(); err != nil {
 		return err
 	}
 	if err := c.Kubernetes.validate(); err != nil {

@@ -64,6 +64,7 @@ func TestParseYAMLAndJSON(t *testing.T) {
 	want.StatusInterval = config.Duration(config.DefaultStatusInterval)
 	want.PodCapabilities = []string{"mac", "portMappings"}
 	want.Hook.PodNameAnnotations = []string{"example.com/pod"}
+	want.Limits = config.Limits{MaxNetworksPerPod: 8, MaxAnnotationBytes: config.DefaultMaxAnnotationBytes}
 	inputs := map[string]string{
 		"yaml": `
 confDir: /etc/x/net.d
@@ -82,13 +83,15 @@ syncAttach: false
 podCapabilities: [mac, portMappings]
 hook:
   podNameAnnotations: [example.com/pod]
+limits:
+  maxNetworksPerPod: 8
 `,
 		"json": `{"confDir": "/etc/x/net.d", "binDirs": ["/opt/a", "/opt/b"],
  "cacheDir": "/var/lib/x-cache", "stateDir": "/var/lib/x-state",
  "networks": ["net-a", "b.2"], "ifnamePrefix": "eth_", "cniTimeout": "2.5s",
  "logLevel": "debug", "logFile": "/var/log/x.log",
  "failurePolicy": "ignore", "syncAttach": false, "podCapabilities": ["mac", "portMappings"],
- "hook": {"podNameAnnotations": ["example.com/pod"]}}`,
+ "hook": {"podNameAnnotations": ["example.com/pod"]}, "limits": {"maxNetworksPerPod": 8}}`,
 	}
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -146,6 +149,15 @@ func TestParseInvalid(t *testing.T) {
 		{"cniTimeout too long", "cniTimeout: 11m\n", "cniTimeout"},
 		{"bad logLevel", "logLevel: loud\n", "logLevel"},
 		{"requireAnnotation without podSelection", "requireAnnotation: true\n", "requireAnnotation"},
+		{"maxNetworksPerPod zero", "limits: {maxNetworksPerPod: 0}\n", "limits.maxNetworksPerPod"},
+		{"maxNetworksPerPod over ifnames", "limits: {maxNetworksPerPod: 100}\n", "limits.maxNetworksPerPod"},
+		{"maxAnnotationBytes tiny", "limits: {maxAnnotationBytes: 10}\n", "limits.maxAnnotationBytes"},
+		{"maxAnnotationBytes over the API's", "limits: {maxAnnotationBytes: 300000}\n", "limits.maxAnnotationBytes"},
+		{"podCNIArgs ips without the capability", "podCNIArgs: [ips]\n", "podCNIArgs[0]"},
+		{"podCNIArgs sysctl without the capability", "podCapabilities: [mac]\npodCNIArgs: [foo, sysctl]\n", "podCNIArgs[1]"},
+		{"podCNIArgs duplicate", "podCNIArgs: [foo, foo]\n", "podCNIArgs[1]"},
+		{"podCNIArgs empty key", "podCNIArgs: [\"\"]\n", "podCNIArgs[0]"},
+		{"limits unknown key", "limits: {maxNetworks: 3}\n", "limits.maxNetworks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

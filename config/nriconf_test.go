@@ -24,6 +24,10 @@ func TestShippedNRIConfIsTheDefaults(t *testing.T) {
 		t.Errorf("namespaces = %+v, want no filter", got.Namespaces)
 	}
 	got.Namespaces = want.Namespaces
+	if len(got.PodCNIArgs) != 0 {
+		t.Errorf("podCNIArgs = %v, want none", got.PodCNIArgs)
+	}
+	got.PodCNIArgs = want.PodCNIArgs
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nri.conf = %+v\nwant defaults %+v", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -98,13 +99,9 @@ func capabilityArgs(ann map[string]string, pc podCapabilities) (map[string]any, 
 		if !ok {
 			continue
 		}
-		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		rate, err := parseBandwidth(v)
 		if err != nil {
 			return nil, bad(key, v, err)
-		}
-		rate := q.Value()
-		if rate < minBandwidth || rate > maxBandwidth {
-			return nil, bad(key, v, fmt.Errorf("must be between 1k and 1P bits per second"))
 		}
 		bw[field+"Rate"] = rate
 		bw[field+"Burst"] = math.MaxInt32 // as the kubelet does: no burst limit
@@ -134,6 +131,33 @@ func capabilityArgs(ann map[string]string, pc podCapabilities) (map[string]any, 
 		caps["portMappings"] = pms
 	}
 	return caps, nil
+}
+
+// bandwidthRe is the form of a bandwidth quantity nri-cni parses: digits,
+// an optional fraction, an optional exponent of at most two digits or a
+// suffix. resource.ParseQuantity alone takes minutes on a value like
+// "1e-999999999" (it computes the exponent's power): the form is checked
+// first.
+var bandwidthRe = regexp.MustCompile(`^[0-9]{1,16}(\.[0-9]{1,9})?([eE][+-]?[0-9]{1,2}|[kMGTPE]|[KMGTPE]i|m)?$`)
+
+// parseBandwidth parses a kubernetes.io/*-bandwidth value (bits per second)
+// as the kubelet does, after checking its form.
+func parseBandwidth(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	if !bandwidthRe.MatchString(v) {
+		return 0, errors.New(`want a quantity such as "10M" or "1Gi" (digits, an optional fraction and SI suffix)`)
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, err
+	}
+	// q.Value() wraps around past int64 ("18446744.073709552E" is 384M):
+	// the quantity itself is bounded first.
+	rate := q.Value()
+	if q.CmpInt64(maxBandwidth) > 0 || rate < minBandwidth || rate > maxBandwidth {
+		return 0, fmt.Errorf("must be between 1k and 1P bits per second")
+	}
+	return rate, nil
 }
 
 // portMapping is the CNI portMappings capability entry.

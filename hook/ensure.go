@@ -44,7 +44,7 @@ func (m *Manager) EnsureAttached(ctx context.Context, sb Sandbox, pidless bool) 
 		// A record, or an unreadable one: known, as for AttachIfAbsent.
 		return nil, nil
 	}
-	if _, skip, err := m.plan(sb); err == nil && skip != "" {
+	if _, skip, err := m.plan(ctx, sb); err == nil && skip != "" {
 		return nil, nil // filtered out, opted out, or not asking (requireAnnotation)
 	}
 	if err := m.running(sb, pidless); err != nil {
@@ -59,44 +59,4 @@ func (m *Manager) EnsureAttached(ctx context.Context, sb Sandbox, pidless bool) 
 		return nil, nil // attached meanwhile (Run or the resync)
 	}
 	return rec, err
-}
-
-// lockWithin takes the GC lock (shared) and id's lock, as attach does, but
-// stops waiting at ctx's deadline minus the margin (ErrBusy), so a request
-// handler answers the runtime in time: containerd drops a plugin that
-// overruns. A lock obtained after giving up is released at once.
-func (m *Manager) lockWithin(ctx context.Context, id string) (unlock func(), err error) {
-	wctx := ctx
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithDeadline(ctx, d.Add(-m.margin))
-		defer cancel()
-	}
-	if !m.gcMu.TryRLock() {
-		if _, err := waitLock(wctx, func() func() { m.gcMu.RLock(); return m.gcMu.RUnlock }); err != nil {
-			return nil, fmt.Errorf("%w (waiting for the resync's garbage collection)", ErrBusy)
-		}
-	}
-	unlock, err = waitLock(wctx, func() func() { return m.locks.Lock(id) })
-	if err != nil {
-		m.gcMu.RUnlock()
-		return nil, fmt.Errorf("%w (waiting for another operation on the sandbox)", ErrBusy)
-	}
-	return unlock, nil
-}
-
-// waitLock runs lock, which blocks and returns the release function, and
-// waits for it until ctx ends; then the lock is released as soon as it is
-// taken. The error is ctx's (callers must not pass it on to the runtime:
-// containerd takes a DeadlineExceeded from a plugin as fatal).
-func waitLock(ctx context.Context, lock func() (release func())) (func(), error) {
-	got := make(chan func(), 1)
-	go func() { got <- lock() }()
-	select {
-	case release := <-got:
-		return release, nil
-	case <-ctx.Done():
-		go func() { (<-got)() }()
-		return nil, ctx.Err()
-	}
 }

@@ -171,7 +171,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	if m.multusOwns(sb) != "" {
 		return false, nil
 	}
-	plan, _, err := m.plan(sb)
+	plan, _, err := m.plan(ctx, sb)
 	if err != nil {
 		return false, refuse(err)
 	}

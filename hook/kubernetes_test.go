@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -90,6 +91,7 @@ func newKubeFixture(t *testing.T, tune func(*config.Config)) *kubeFixture {
 	f.cfg.PodSelection, f.cfg.RequireAnnotation = true, true
 	f.cfg.PodCapabilities = config.KnownCapabilities()
 	f.cfg.Kubernetes = &config.KubernetesConfig{NPWGAnnotation: true, SharedNamespaces: []string{"shared"}}
+	f.cfg.PodCNIArgs = []string{"vlan", "label", "owner"}
 	if tune != nil {
 		tune(&f.cfg)
 	}
@@ -97,6 +99,13 @@ func newKubeFixture(t *testing.T, tune func(*config.Config)) *kubeFixture {
 	kf := &kubeFixture{fixture: f, src: &fakeSource{nads: map[NADRef]*cni.Network{}}, sink: &fakeSink{}}
 	f.mgr = NewManager(f.cfg, f.mgr.Engine(), f.ns, f.mgr.Store(), nil, WithNetworkSource(kf.src), WithStatusSink(kf.sink))
 	return kf
+}
+
+// reconfigure rebuilds the Manager after a change of kf.cfg (unvalidated:
+// the Manager must hold its rules even for a config Validate would refuse).
+func (kf *kubeFixture) reconfigure(change func(*config.Config)) {
+	change(&kf.cfg)
+	kf.mgr = NewManager(kf.cfg, kf.mgr.Engine(), kf.ns, kf.mgr.Store(), nil, WithNetworkSource(kf.src), WithStatusSink(kf.sink))
 }
 
 // nad adds a NetworkAttachmentDefinition whose config is the recording
@@ -199,6 +208,34 @@ func TestNPWGErrorsBeforeAnyCNICall(t *testing.T) {
 		{"bad default-route", `[{"name":"net-a","default-route":["gw"]}]`, nil, ErrBadAnnotation, `"default-route": "gw" is not an IP address`},
 		{"cni-args conflict", `[{"name":"fixed","cni-args":{"owner":"pod"}}]`, nil, cni.ErrArgsConflict, `"cni-args"`},
 		{"both annotations", "net-a", func(kf *kubeFixture) {}, ErrBothAnnotations, AnnotationNetworks},
+		{"cni-args key not listed", `[{"name":"net-a","cni-args":{"secret":1}}]`, nil, ErrCNIArgsNotAllowed,
+			`element 1 (ns1/net-a): "cni-args" key "secret": cni-args key not allowed by podCNIArgs (allowed: vlan, label, owner)`},
+		{"cni-args off", `[{"name":"net-a","cni-args":{"vlan":1}}]`,
+			func(kf *kubeFixture) { kf.reconfigure(func(c *config.Config) { c.PodCNIArgs = nil }) },
+			ErrCNIArgsNotAllowed, "cni-args are off"},
+		// host-local hands out the address a pod names in args.cni.ips: the
+		// ips capability, whatever podCNIArgs says.
+		{"cni-args ips without the capability", `[{"name":"net-a","cni-args":{"ips":["10.99.0.7"]}}]`,
+			func(kf *kubeFixture) {
+				kf.reconfigure(func(c *config.Config) { c.PodCNIArgs, c.PodCapabilities = []string{"ips"}, []string{"bandwidth"} })
+			}, ErrCapabilityNotAllowed, `"cni-args" key "ips" needs capability "ips"`},
+		{"cni-args mac without the capability", `[{"name":"net-a","cni-args":{"mac":"02:00:00:00:00:07"}}]`,
+			func(kf *kubeFixture) {
+				kf.reconfigure(func(c *config.Config) { c.PodCNIArgs, c.PodCapabilities = []string{"mac"}, []string{"ips"} })
+			}, ErrCapabilityNotAllowed, `"cni-args" key "mac" needs capability "mac"`},
+		{"cni-args sysctl outside net", `[{"name":"net-a","cni-args":{"sysctl":{"kernel.panic":"1"}}}]`,
+			func(kf *kubeFixture) { kf.reconfigure(func(c *config.Config) { c.PodCNIArgs = []string{"sysctl"} }) },
+			ErrBadAnnotation, `sysctl "kernel.panic": only net.* sysctls`},
+		{"cni-args ips not addresses", `[{"name":"net-a","cni-args":{"ips":"10.0.0.1"}}]`,
+			func(kf *kubeFixture) { kf.reconfigure(func(c *config.Config) { c.PodCNIArgs = []string{"ips"} }) },
+			ErrBadAnnotation, "want a non-empty list of IP addresses"},
+		{"too many networks (JSON)", `[` + strings.Repeat(`{"name":"net-a"},`, 32) + `{"name":"net-a"}]`, nil, ErrLimit,
+			"annotation k8s.v1.cni.cncf.io/networks: 33 networks, more than limits.maxNetworksPerPod in nri.conf allows (32)"},
+		{"too many networks (list)", strings.Repeat("net-a,", 3000) + "net-a", func(kf *kubeFixture) {
+			kf.reconfigure(func(c *config.Config) { c.Limits.MaxAnnotationBytes = 256 << 10 })
+		}, ErrLimit, "3001 networks, more than limits.maxNetworksPerPod"},
+		{"annotation too big", strings.Repeat("net-a,", 3000) + "net-a", nil, ErrLimit,
+			"annotation k8s.v1.cni.cncf.io/networks: 18005 bytes, more than limits.maxAnnotationBytes in nri.conf allows (16384)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kf := newKubeFixture(t, nil)

@@ -1,6 +1,11 @@
 package hook
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
 
 // keyedLocks serialises work per sandbox id; different ids proceed in
 // parallel. Entries are refcounted and dropped when the last holder leaves.
@@ -29,6 +34,11 @@ func (k *keyedLocks) Lock(key string) (unlock func()) {
 	k.mu.Unlock()
 
 	l.Lock()
+	return k.releaser(key, l)
+}
+
+// releaser unlocks l and drops key's entry when its last holder leaves.
+func (k *keyedLocks) releaser(key string, l *refLock) func() {
 	return func() {
 		l.Unlock()
 		k.mu.Lock()
@@ -40,9 +50,108 @@ func (k *keyedLocks) Lock(key string) (unlock func()) {
 	}
 }
 
+// TryLock takes key if it is free now, without waiting.
+func (k *keyedLocks) TryLock(key string) (unlock func(), ok bool) {
+	k.mu.Lock()
+	l, exists := k.m[key]
+	if !exists {
+		l = &refLock{}
+		k.m[key] = l
+	}
+	if !l.TryLock() {
+		if !exists {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+		return nil, false
+	}
+	l.refs++
+	k.mu.Unlock()
+	return k.releaser(key, l), true
+}
+
 // size reports how many keys are held or waited for (tests).
 func (k *keyedLocks) size() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.m)
+}
+
+// Waiting for locks. Every lock wait is bounded: by the request's deadline
+// (less the margin kept for answering the runtime), and for the background
+// loops (netns watcher, teardown retries, GC) by a short wait of their own,
+// so one stuck pod never holds up another pod's request or a reconciler.
+
+// lockWithin takes the GC lock (shared) and id's lock, waiting no longer
+// than ctx's deadline minus the margin (ErrBusy).
+func (m *Manager) lockWithin(ctx context.Context, id string) (unlock func(), err error) {
+	return m.lockFor(ctx, id, 0)
+}
+
+// lockFor is lockWithin with the wait also bounded by maxWait (0: by ctx
+// alone). A lock obtained after giving up is released at once. On success
+// the caller releases with unlock() and then m.gcMu.RUnlock().
+func (m *Manager) lockFor(ctx context.Context, id string, maxWait time.Duration) (unlock func(), err error) {
+	wctx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, d.Add(-m.margin))
+		defer cancel()
+	}
+	if maxWait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(wctx, maxWait)
+		defer cancel()
+	}
+	if !m.gcMu.TryRLock() {
+		if _, err := waitLock(wctx, func() func() { m.gcMu.RLock(); return m.gcMu.RUnlock }); err != nil {
+			return nil, fmt.Errorf("%w (waiting for the garbage collection)", ErrBusy)
+		}
+	}
+	if unlock, ok := m.locks.TryLock(id); ok {
+		return unlock, nil // free: taken whatever the time left
+	}
+	unlock, err = waitLock(wctx, func() func() { return m.locks.Lock(id) })
+	if err != nil {
+		m.gcMu.RUnlock()
+		return nil, fmt.Errorf("%w (waiting for another operation on the sandbox)", ErrBusy)
+	}
+	return unlock, nil
+}
+
+// tryLockExclusive takes the GC lock exclusively, polling for it instead
+// of queueing: a queued writer would make every new attach wait behind it
+// (sync.RWMutex lets no reader in while a writer waits). false when the lock
+// did not come within wait or ctx ended.
+func (m *Manager) tryLockExclusive(ctx context.Context, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		if m.gcMu.TryLock() {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitLock runs lock, which blocks and returns the release function, and
+// waits for it until ctx ends; then the lock is released as soon as it is
+// taken. The error is ctx's (callers must not pass it on to the runtime:
+// containerd takes a DeadlineExceeded from a plugin as fatal).
+func waitLock(ctx context.Context, lock func() (release func())) (func(), error) {
+	got := make(chan func(), 1)
+	go func() { got <- lock() }()
+	select {
+	case release := <-got:
+		return release, nil
+	case <-ctx.Done():
+		go func() { (<-got)() }()
+		return nil, ctx.Err()
+	}
 }

@@ -107,11 +107,27 @@ func (m *Manager) observe(op, network string, err error, d time.Duration) {
 	if m.obs == nil {
 		return
 	}
+	network = m.metricsLabel(network)
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
 	m.obs.Op(op, network, result, d)
+}
+
+// MetricsNADLabel is the network label of every network that is not one
+// of confDir's: NetworkAttachmentDefinitions name theirs, and a label per
+// tenant-chosen name would let tenants grow the metrics without bound.
+const MetricsNADLabel = "nad"
+
+// metricsLabel is network's metrics label: its name if confDir loads it.
+func (m *Manager) metricsLabel(network string) string {
+	for _, n := range m.engine.Networks() {
+		if n.Name == network {
+			return network
+		}
+	}
+	return MetricsNADLabel
 }
 
 func (m *Manager) noteNetns(path string) {
@@ -172,8 +188,11 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (*state
 	if err := state.ValidID(sb.ID); err != nil {
 		return nil, err
 	}
-	m.gcMu.RLock()
-	return m.attachLocked(ctx, sb, ifAbsent, m.locks.Lock(sb.ID))
+	unlock, err := m.lockWithin(ctx, sb.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+	return m.attachLocked(ctx, sb, ifAbsent, unlock)
 }
 
 // attachLocked is attach with the GC lock (shared) and sb's lock (unlock)
@@ -235,7 +254,7 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
-	plan, skip, err := m.plan(sb)
+	plan, skip, err := m.plan(ctx, sb)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
 	}
@@ -302,6 +321,12 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		}
 	}
 	if failedNet != "" {
+		// DEL what was ADDed or attempted (the CNI rule), never the rest
+		// of the plan: it got no ADD.
+		rec.Networks = attempted(rec.Networks, errs, results)
+		if perr := m.store.Put(rec); perr != nil {
+			log.WithError(perr).Warn("recording what the rollback DELs failed; a restart DELs the whole plan")
+		}
 		handedOff = true
 		m.rollback(ctx, log, rec, unlock)
 		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
@@ -364,6 +389,20 @@ func (m *Manager) addAll(ctx context.Context, plan []attachment, att func(attach
 	}
 	wg.Wait()
 	return results, errs
+}
+
+// attempted keeps the networks whose ADD ran: it succeeded, or it failed
+// for another reason than having no time left to start (cni.ErrNoTime: the
+// plugin was never executed). The networks after a failure in a serial
+// attach have neither a result nor an error.
+func attempted(nets []state.Network, errs []error, results []*cni.Result) []state.Network {
+	var out []state.Network
+	for i, n := range nets {
+		if results[i] != nil || (errs[i] != nil && !errors.Is(errs[i], cni.ErrNoTime)) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // dnsOf keeps a result's DNS section if it says anything.

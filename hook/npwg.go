@@ -14,6 +14,8 @@ import (
 	"math"
 	"net"
 	"strings"
+
+	"github.com/nri-cni/nri-cni/config"
 )
 
 // AnnotationNPWGNetworks is the NPWG networks annotation.
@@ -76,13 +78,17 @@ var unsupported = []struct {
 	{"ipam-claim-reference", func(e *selectionElement) json.RawMessage { return e.IPAMClaimReference }, "no IPAMClaim support"},
 }
 
-// ParseNPWGNetworks parses the annotation's value for a pod of podNamespace.
-// Errors wrap ErrBadAnnotation (or ErrUnsupportedField) and name the
-// annotation and the element (1-based) with its network.
-func ParseNPWGNetworks(value, podNamespace string) ([]NetworkSelection, error) {
+// ParseNPWGNetworks parses the annotation's value for a pod of podNamespace,
+// with at most maxNetworks elements (a *LimitError past it, before any
+// element is decoded). Errors wrap ErrBadAnnotation (or ErrUnsupportedField)
+// and name the annotation and the element (1-based) with its network.
+func ParseNPWGNetworks(value, podNamespace string, maxNetworks int) ([]NetworkSelection, error) {
 	v := strings.TrimSpace(value)
 	if strings.HasPrefix(v, "[") {
-		return parseNPWGJSON(v, podNamespace)
+		return parseNPWGJSON(v, podNamespace, maxNetworks)
+	}
+	if err := checkListLength(AnnotationNPWGNetworks, v, maxNetworks); err != nil {
+		return nil, err
 	}
 	if strings.HasPrefix(v, "{") {
 		return nil, fmt.Errorf("%w %s: want a JSON list of selection elements ([{...}]), got a single object", ErrBadAnnotation, AnnotationNPWGNetworks)
@@ -117,10 +123,14 @@ func ParseNPWGNetworks(value, podNamespace string) ([]NetworkSelection, error) {
 	return out, nil
 }
 
-func parseNPWGJSON(v, podNamespace string) ([]NetworkSelection, error) {
+func parseNPWGJSON(v, podNamespace string, maxNetworks int) ([]NetworkSelection, error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal([]byte(v), &raw); err != nil {
 		return nil, fmt.Errorf("%w %s: not a JSON list of selection elements: %w", ErrBadAnnotation, AnnotationNPWGNetworks, err)
+	}
+	if len(raw) > maxNetworks {
+		return nil, &LimitError{Annotation: AnnotationNPWGNetworks, What: "networks", Got: len(raw), Max: maxNetworks,
+			Key: config.MaxNetworksPerPodKey}
 	}
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("%w %s: an empty list selects nothing (remove the annotation instead)", ErrBadAnnotation, AnnotationNPWGNetworks)

@@ -6,11 +6,13 @@ package hook
 // cache and the loaded configs): no API call, no file read.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 )
 
@@ -25,17 +27,25 @@ var (
 	// ErrBothAnnotations: a pod with both nri-cni.io/networks and the NPWG
 	// annotation (with both honoured) is refused: neither silently wins.
 	ErrBothAnnotations = errors.New("both " + AnnotationNetworks + " and " + AnnotationNPWGNetworks + " are set; use one")
+	// ErrOutOfTime: the runtime's request deadline came before the work
+	// was done.
+	ErrOutOfTime = errors.New("out of time: the runtime's request deadline passed")
 )
 
 // planNPWG turns the annotation's value into attachments for sb.
-func (m *Manager) planNPWG(sb Sandbox, value string) ([]attachment, error) {
-	sels, err := ParseNPWGNetworks(value, sb.Pod.Namespace)
+func (m *Manager) planNPWG(ctx context.Context, sb Sandbox, value string) ([]attachment, error) {
+	sels, err := ParseNPWGNetworks(value, sb.Pod.Namespace, m.cfg.Limits.MaxNetworksPerPod)
 	if err != nil {
 		return nil, err
 	}
 	plan := make([]attachment, 0, len(sels))
 	taken := map[string]bool{}
 	for i, sel := range sels {
+		if ctx.Err() != nil {
+			// Not ctx's error: containerd drops a plugin that returns
+			// DeadlineExceeded.
+			return nil, fmt.Errorf("%w: planning %s stopped at element %d of %d", ErrOutOfTime, AnnotationNPWGNetworks, i+1, len(sels))
+		}
 		where := fmt.Sprintf("%s element %d (%s)", AnnotationNPWGNetworks, i+1, sel.Ref)
 		if sel.Ref.Namespace != sb.Pod.Namespace && !m.cfg.Kubernetes.SharesNamespace(sel.Ref.Namespace) {
 			return nil, fmt.Errorf("%s: %w: pods of namespace %q may use their own namespace's NetworkAttachmentDefinitions and those of kubernetes.sharedNamespaces %v",
@@ -61,6 +71,12 @@ func (m *Manager) planNPWG(sb Sandbox, value string) ([]attachment, error) {
 				return nil, fmt.Errorf("%s: %w: %q (key %q) by network %q; add \"capabilities\": {%q: true} to a plugin that supports it",
 					where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
 			}
+		}
+		if err := m.checkCNIArgs(where, sel.CNIArgs); err != nil {
+			return nil, err
+		}
+		if n, err = n.Owned(cni.Owner{NAD: sel.Ref.String()}); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if n, err = n.WithCNIArgs(sel.CNIArgs); err != nil {
 			return nil, fmt.Errorf("%s: \"cni-args\": %w", where, err)

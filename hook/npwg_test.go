@@ -19,7 +19,7 @@ func TestParseNPWGCommaForm(t *testing.T) {
 			{Ref: NADRef{"pods", "net-a"}}, {Ref: NADRef{"pods", "net-a"}, Interface: "net9"}, {Ref: NADRef{"pods", "x.y"}}}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseNPWGNetworks(tc.in, "pods")
+			got, err := ParseNPWGNetworks(tc.in, "pods", 32)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
@@ -39,7 +39,7 @@ func TestParseNPWGCommaFormErrorsNameTheElement(t *testing.T) {
 		{`{"name":"a"}`, "single object"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			_, err := ParseNPWGNetworks(tc.in, "pods")
+			_, err := ParseNPWGNetworks(tc.in, "pods", 32)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrBadAnnotation)
 			assert.Contains(t, err.Error(), AnnotationNPWGNetworks)
@@ -58,7 +58,7 @@ func TestParseNPWGJSONEveryField(t *testing.T) {
 	   "bandwidth": {"ingressRate": 1000000, "ingressBurst": 2000000, "egressRate": 0, "egressBurst": 0}},
 	  {"name": "net-c", "interfaceRequest": "old1", "cni-args": null}
 	]`
-	got, err := ParseNPWGNetworks(in, "pods")
+	got, err := ParseNPWGNetworks(in, "pods", 32)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 
@@ -114,7 +114,7 @@ func TestParseNPWGJSONErrors(t *testing.T) {
 		{"bad namespace", `[{"name":"a","namespace":"No"}]`, `namespace "No"`, ErrBadAnnotation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseNPWGNetworks(tc.in, "pods")
+			_, err := ParseNPWGNetworks(tc.in, "pods", 32)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.sentinel)
 			assert.Contains(t, err.Error(), AnnotationNPWGNetworks)

@@ -182,7 +182,7 @@ func (m *Manager) checkRecord(ctx context.Context, id string, res *CheckResult) 
 		log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName}).WithError(err).
 			Warn("CNI CHECK failed: the attachment drifted from what its ADD set up (not repaired)")
 		if ro, ok := m.obs.(ReadinessObserver); ok {
-			ro.CheckFailed(n.Name)
+			ro.CheckFailed(m.metricsLabel(n.Name))
 		}
 		if ds, ok := m.sink.(DriftSink); ok && rec.Kind == "pod" && rec.UID != "" {
 			ds.CheckFailed(AttachFailure{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, SandboxID: rec.ID,

@@ -16,6 +16,11 @@ import (
 
 // Backoff bounds of teardown retries.
 const (
+	// backgroundLockWait bounds how long a background loop (netns watcher,
+	// teardown retries, GC) waits for one sandbox's lock before moving on
+	// to the others; the busy sandbox is retried later.
+	backgroundLockWait = time.Second
+
 	retryBase = time.Second
 	retryMax  = 5 * time.Minute
 )
@@ -94,7 +99,7 @@ func (m *Manager) retryTeardowns(ctx context.Context, now time.Time) {
 			final = true
 		}
 		log := m.logFor(r.sb).WithField("attempt", r.attempts+1)
-		if err := m.Detach(ctx, r.sb, final); err != nil {
+		if _, err := m.detachReporting(ctx, r.sb, final, backgroundLockWait); err != nil {
 			log.WithError(err).Warn("teardown retry failed; retrying later")
 			continue
 		}

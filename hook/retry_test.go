@@ -74,13 +74,13 @@ func TestDetachReportsWhetherItToreDown(t *testing.T) {
 	_, err := f.mgr.Attach(ctx, pod("stopped", 1))
 	require.NoError(t, err)
 	require.NoError(t, f.mgr.Detach(ctx, pod("stopped", 0), false)) // Stop won the race
-	tore, err := f.mgr.detachReporting(ctx, pod("stopped", 0), true)
+	tore, err := f.mgr.detachReporting(ctx, pod("stopped", 0), true, 0)
 	require.NoError(t, err)
 	assert.False(t, tore, "Stop had released it: only the record is dropped")
 
 	_, err = f.mgr.Attach(ctx, pod("forgotten", 2))
 	require.NoError(t, err)
-	tore, err = f.mgr.detachReporting(ctx, pod("forgotten", 0), true)
+	tore, err = f.mgr.detachReporting(ctx, pod("forgotten", 0), true, 0)
 	require.NoError(t, err)
 	assert.True(t, tore, "no Stop came: the watcher released it")
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "ADD alpha net1", "DEL alpha net1"}, f.attachCmds())

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -50,10 +51,15 @@ type attachment struct {
 var ifnameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 
 // plan decides what the sandbox gets. skip (non-empty) says why it gets
-// nothing: its namespace is filtered out, or it opted out.
-func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
+// nothing: its namespace is filtered out, or it opted out. It stops when
+// ctx ends (the runtime's deadline), and every annotation it reads is
+// checked against limits.* before it is parsed.
+func (m *Manager) plan(ctx context.Context, sb Sandbox) (plan []attachment, skip string, err error) {
 	if !m.cfg.Namespaces.Allows(sb.Pod.Namespace) {
 		return nil, fmt.Sprintf("namespace %q is filtered out (config namespaces)", sb.Pod.Namespace), nil
+	}
+	if err := checkAnnotationSizes(sb.Annotations, m.cfg.Limits); err != nil {
+		return nil, "", err
 	}
 	value, annotated := sb.Annotations[AnnotationNetworks]
 	npwgValue, npwg := sb.Annotations[AnnotationNPWGNetworks]
@@ -72,7 +78,7 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 		if strings.TrimSpace(npwgValue) == "" {
 			return nil, fmt.Sprintf("opted out (empty %s annotation)", AnnotationNPWGNetworks), nil
 		}
-		plan, err := m.planNPWG(sb, npwgValue)
+		plan, err := m.planNPWG(ctx, sb, npwgValue)
 		return plan, "", err
 	}
 	if m.cfg.PodSelection && m.cfg.RequireAnnotation && !annotated {
@@ -100,6 +106,9 @@ func (m *Manager) plan(sb Sandbox) (plan []attachment, skip string, err error) {
 func (m *Manager) parseSelection(value string) ([]attachment, string, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s=%q: %s", ErrBadAnnotation, AnnotationNetworks, value, fmt.Sprintf(format, args...))
+	}
+	if err := checkListLength(AnnotationNetworks, value, m.cfg.Limits.MaxNetworksPerPod); err != nil {
+		return nil, "", err
 	}
 	loaded := map[string]*cni.Network{}
 	for _, n := range m.engine.Networks() {

@@ -18,23 +18,32 @@ import (
 // also drops the record. It is idempotent: "already gone" is success. A
 // failure keeps the record and schedules a background retry with backoff
 // (retry.go); a later success cancels it.
+//
+// Waiting for another operation on the sandbox ends at ctx's deadline (less
+// the margin): then the teardown is scheduled for a retry like a failed one
+// and ErrBusy returned, so the runtime's Stop is answered in time.
 func (m *Manager) Detach(ctx context.Context, sb Sandbox, final bool) error {
-	_, err := m.detachReporting(ctx, sb, final)
+	_, err := m.detachReporting(ctx, sb, final, 0)
 	return err
 }
 
 // detachReporting is Detach, also saying whether it tore a recorded
 // attachment down just now (false: a record already torn down, or none), so
 // the caller logs what really happened (the netns watcher racing Stop).
-func (m *Manager) detachReporting(ctx context.Context, sb Sandbox, final bool) (bool, error) {
+// lockWait, if > 0, bounds the wait for the sandbox's lock besides ctx (the
+// background loops, whose ctx has no deadline).
+func (m *Manager) detachReporting(ctx context.Context, sb Sandbox, final bool, lockWait time.Duration) (bool, error) {
 	if err := state.ValidID(sb.ID); err != nil {
 		return false, err
 	}
-	m.gcMu.RLock()
-	defer m.gcMu.RUnlock()
-	unlock := m.locks.Lock(sb.ID)
-	defer unlock()
 	m.live.drop(sb.ID) // no hot-plug into a sandbox being stopped
+	unlock, err := m.lockFor(ctx, sb.ID, lockWait)
+	if err != nil {
+		m.retries.failed(sb, final, time.Now())
+		return false, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+	defer func() { unlock(); m.gcMu.RUnlock() }()
+	m.live.drop(sb.ID) // and none started while we waited
 	tore, err := m.detach(ctx, sb, final)
 	if err != nil {
 		m.retries.failed(sb, final, time.Now())
@@ -166,50 +175,4 @@ func (m *Manager) delWith(ctx context.Context, name string, fallback *cni.Networ
 	}
 	m.observe("del", name, err, time.Since(start))
 	return err
-}
-
-// delCached DELs what libcni's cache holds for id, limited to nri-cni's own
-// attachments (oursFilter).
-func (m *Manager) delCached(ctx context.Context, log *logrus.Entry, id, nsPath string) error {
-	atts, err := m.engine.CachedAttachments(id)
-	if err != nil {
-		return nil //nolint:nilerr // no readable cache: nothing we could DEL
-	}
-	ours := m.oursFilter()
-	var errs []error
-	for _, att := range atts {
-		if !ours(att.Network, att.IfName) {
-			continue
-		}
-		err := m.del(ctx, att.Network, cni.Attachment{ContainerID: id, IfName: att.IfName, Netns: nsPath})
-		l := log.WithFields(logrus.Fields{"network": att.Network, "ifname": att.IfName})
-		if err != nil {
-			l.WithError(err).Error("CNI DEL of a cached attachment failed")
-			errs = append(errs, err)
-			continue
-		}
-		l.Info("cached attachment detached")
-	}
-	return errors.Join(errs...)
-}
-
-// oursFilter returns a test for whether a cached attachment is nri-cni's:
-// a network loaded from confDir, on an interface nri-cni could have named —
-// <ifnamePrefix><n>, or with podSelection any name a pod may choose (never
-// eth0 or lo). libcni's cache is shared with the runtime's own CNI (eth0),
-// which must never be touched.
-func (m *Manager) oursFilter() func(network, ifname string) bool {
-	nets := map[string]bool{}
-	for _, n := range m.engine.Networks() {
-		nets[n.Name] = true
-	}
-	return func(network, ifname string) bool {
-		if !nets[network] {
-			return false
-		}
-		if m.cfg.PodSelection || m.npwg() {
-			return ifname != "eth0" && ifname != "lo"
-		}
-		return m.autoIfname.MatchString(ifname)
-	}
 }

@@ -104,7 +104,7 @@ func (nw *netnsWatcher) release(ctx context.Context, sel func(*state.Record) boo
 		}
 		sb := Sandbox{ID: r.ID, Kind: r.Kind, Pod: cni.PodIdentity{Namespace: r.Namespace, Name: r.Name, UID: r.UID, InfraID: r.ID}}
 		log := nw.log.WithFields(logrus.Fields{"sandbox": r.ID, "pod": r.Name, "namespace": r.Namespace, "netns": r.Netns})
-		tore, err := nw.m.detachReporting(ctx, sb, true)
+		tore, err := nw.m.detachReporting(ctx, sb, true, backgroundLockWait)
 		if err != nil {
 			log.WithError(err).Error("netns gone, releasing failed; retried with backoff")
 			continue

@@ -280,9 +280,21 @@ func (s *Store) Delete(id string) error {
 	return nil
 }
 
+// RecordError is an unreadable record of a valid sandbox id (List): the
+// sandbox may still be attached, so callers must not treat it as gone.
+type RecordError struct {
+	ID  string
+	Err error
+}
+
+func (e *RecordError) Error() string { return e.Err.Error() }
+
+// Unwrap makes errors.Is(err, ErrCorrupt) hold for a corrupt record.
+func (e *RecordError) Unwrap() error { return e.Err }
+
 // List returns every readable record, sorted by id, and one error per file
-// that could not be read (each naming its path). A bad file never hides the
-// good ones.
+// that could not be read (each naming its path; a *RecordError when the
+// file's name is a valid sandbox id). A bad file never hides the good ones.
 func (s *Store) List() ([]*Record, []error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -295,16 +307,32 @@ func (s *Store) List() ([]*Record, []error) {
 		if e.IsDir() || !strings.HasSuffix(name, suffix) || strings.HasPrefix(name, ".") {
 			continue
 		}
-		rec, err := s.Get(strings.TrimSuffix(name, suffix))
+		id := strings.TrimSuffix(name, suffix)
+		rec, err := s.Get(id)
 		if err != nil {
 			if errors.Is(err, ErrBadID) {
-				err = fmt.Errorf("%s: %w", filepath.Join(s.dir, name), err)
+				errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(s.dir, name), err))
+				continue
 			}
-			errs = append(errs, err)
+			errs = append(errs, &RecordError{ID: id, Err: err})
 			continue
 		}
 		recs = append(recs, rec)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
 	return recs, errs
+}
+
+// Modified returns when the record file of id was last written (also for
+// an unreadable one).
+func (s *Store) Modified(id string) (time.Time, error) {
+	p, err := s.path(id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("record of %s: %w", id, err)
+	}
+	return st.ModTime().UTC(), nil
 }

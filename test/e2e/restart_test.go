@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +106,39 @@ func TestRuntimeRestartWithLivePods(t *testing.T) {
 			assert.Contains(t, s.cfg.Log(), "netns gone: networks released", "containerd forgot the pod: the watcher released it")
 		}
 		s.assertAccurateLog(id)
+	})
+}
+
+// A power loss left a live pod's record file empty. nri-cni restarts and
+// resyncs: the pod keeps net1 (no DEL while the runtime runs it), its record
+// is rebuilt from libcni's cache, and stopping the pod releases the address
+// once. Before issue 18 the resync's GC DELed the running pod's network.
+func TestDamagedRecordOfALivePod(t *testing.T) {
+	forRuntimes(t, func(t *testing.T, rt harness.Runtime) {
+		s := newSuite(t, rt, suiteOpts{})
+		id, st := s.mustRun("damaged")
+		require.NotNil(t, s.net1(st.NetnsPath))
+		files := s.cfg.StateFilesOf(id)
+		require.Len(t, files, 1)
+
+		s.killPlugin()
+		require.NoError(t, os.WriteFile(files[0], nil, 0o600))
+		s.startPlugin()
+		testenv.Eventually(t, 15*time.Second, "the resync to rebuild the record", func() bool {
+			return strings.Contains(s.cfg.Log(), "rebuilt from libcni's cache")
+		})
+		assert.Zero(t, s.count("DEL", id), "nothing of a running pod is DELed")
+		require.NotNil(t, s.net1(st.NetnsPath), "still attached")
+		data, err := os.ReadFile(files[0])
+		require.NoError(t, err)
+		assert.Contains(t, string(data), `"phase":"attached"`, "the record is readable again")
+
+		require.NoError(t, s.cri.StopPod(s.ctx, id))
+		require.NoError(t, s.cri.RemovePod(s.ctx, id))
+		testenv.Eventually(t, 10*time.Second, "the pod's IP and record to be released", func() bool {
+			return len(s.net.IPFilesOf(id)) == 0 && len(s.cfg.StateFilesOf(id)) == 0
+		})
+		assert.Equal(t, 1, s.count("ADD", id), "no second ADD")
+		s.assertNoLeaks()
 	})
 }

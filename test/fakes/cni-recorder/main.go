@@ -6,7 +6,7 @@
 //
 //	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
 //	 "failOn": "ADD", "failMsg": "boom", "failWhile": "/tmp/x/fail", "sleep": "5s", "garbage": false, "crash": false,
-//	 "ip": "10.99.0.5/24"}
+//	 "holdOn": "DEL", "holdWhile": "/tmp/x/hold", "ip": "10.99.0.5/24"}
 package main
 
 import (
@@ -35,6 +35,11 @@ type Conf struct {
 	Garbage   bool   `json:"garbage"` // print non-JSON on ADD
 	Crash     bool   `json:"crash"`   // die on ADD without a word (exit 2)
 	IP        string `json:"ip"`      // address to return when first in chain
+	// HoldOn (commands, comma-separated) waits, after recording, for as
+	// long as the file HoldWhile exists: a stuck plugin the test releases.
+	// "{id}" in HoldWhile stands for the container id (one stuck pod).
+	HoldOn    string `json:"holdOn"`
+	HoldWhile string `json:"holdWhile"`
 	// RuntimeConfig is what libcni injected for the declared capabilities.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
@@ -81,6 +86,18 @@ func handle(cmd string, a *skel.CmdArgs) error {
 	}
 	if err := record(conf, cmd, a); err != nil {
 		return err
+	}
+	for _, c := range strings.Split(conf.HoldOn, ",") {
+		if strings.TrimSpace(c) != cmd || conf.HoldWhile == "" {
+			continue
+		}
+		hold := strings.ReplaceAll(conf.HoldWhile, "{id}", a.ContainerID)
+		for {
+			if _, err := os.Stat(hold); err != nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	if cmd == "ADD" && conf.Sleep != "" {
 		d, err := time.ParseDuration(conf.Sleep)
