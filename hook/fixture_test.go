@@ -25,6 +25,7 @@ type fakeNetns struct {
 	resolveErr error
 	live       map[string]netns.ID
 	deadPids   map[uint32]bool
+	links      map[string][]string
 }
 
 func (f *fakeNetns) Resolve(pid uint32, pinned string) (netns.Netns, error) {
@@ -65,6 +66,13 @@ func (f *fakeNetns) Check(path string) (netns.Netns, error) {
 		return netns.Netns{}, os.ErrNotExist
 	}
 	return netns.Netns{Path: path, ID: id}, nil
+}
+
+// Links: the interfaces a test put in the namespace at path.
+func (f *fakeNetns) Links(path string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.links[path], nil
 }
 
 func (f *fakeNetns) kill(path string) {

@@ -299,3 +299,17 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{MetricsNADLabel: 5, "alpha": 1}, obs.labels)
 }
+
+// An interface name the plan needs is held in the namespace already (in
+// hook mode: another container of the pod): the pod fails with nothing
+// ADDed, so no rollback DEL removes the other one's interface.
+func TestTakenInterfaceNameFailsBeforeAnyADD(t *testing.T) {
+	f := newFixture(t, []string{"alpha", "beta"}, nil)
+	f.ns.links = map[string][]string{"/fake/netns/42": {"lo", "eth0", "net2"}}
+	_, err := f.mgr.Attach(context.Background(), pod("sb1", 42))
+	require.ErrorIs(t, err, ErrInterfaceExists)
+	assert.Contains(t, err.Error(), "network beta: interface already exists in the network namespace: net2")
+	assert.Empty(t, f.cmds(), "no ADD, so no DEL of someone else's net2")
+	_, gerr := f.mgr.Store().Get("sb1")
+	assert.ErrorIs(t, gerr, state.ErrNotFound)
+}

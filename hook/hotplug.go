@@ -236,6 +236,16 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 			nets = append(nets, n)
 		}
 	}
+	if err := m.checkIfnamesFree(ns.Path, add); err != nil {
+		// Nothing added; the removals stand.
+		rec.Networks, rec.Updated = nets, time.Now().UTC()
+		errs = append(errs, err)
+		if perr := m.store.Put(rec); perr != nil {
+			errs = append(errs, perr)
+		}
+		m.reportAttached(sb, rec)
+		return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", podRef(sb), errors.Join(errs...))
+	}
 	first := len(nets)
 	for _, a := range add {
 		nets = append(nets, state.Network{Name: a.net.Name, IfName: a.ifname, NAD: a.nad, Pending: true})

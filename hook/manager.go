@@ -39,6 +39,8 @@ type NetnsResolver interface {
 	Resolve(pid uint32, pinned string) (netns.Netns, error)
 	ResolveRunning(pid uint32, pinned string) (netns.Netns, error)
 	Check(path string) (netns.Netns, error)
+	// Links lists the interface names in the namespace at path.
+	Links(path string) ([]string, error)
 }
 
 // Sandbox is what an event tells about the thing to attach.
@@ -282,6 +284,14 @@ func (m *Manager) attachLocked(ctx context.Context, sb Sandbox, ifAbsent bool, u
 		}
 	}
 
+	// Before the intent record: an interface name someone else holds in the
+	// namespace fails the pod with nothing ADDed — the plugin's ADD would
+	// fail, and its rollback DEL delete the other one's interface (another
+	// container of the pod in hook mode, or any other CNI user).
+	if err := m.checkIfnamesFree(ns.Path, plan); err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(sb), err)
+	}
+
 	now := time.Now().UTC()
 	rec := &state.Record{
 		ID: sb.ID, Kind: sb.Kind, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID,
@@ -389,6 +399,30 @@ func (m *Manager) addAll(ctx context.Context, plan []attachment, att func(attach
 	}
 	wg.Wait()
 	return results, errs
+}
+
+// ErrInterfaceExists: an interface the plan names is already in the
+// sandbox's network namespace.
+var ErrInterfaceExists = errors.New("interface already exists in the network namespace")
+
+// checkIfnamesFree fails if an interface of plan already exists in the
+// namespace at path.
+func (m *Manager) checkIfnamesFree(path string, plan []attachment) error {
+	names, err := m.ns.Links(path)
+	if err != nil {
+		return fmt.Errorf("network namespace %s: %w", path, err)
+	}
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	for _, a := range plan {
+		if have[a.ifname] {
+			return fmt.Errorf("network %s: %w: %s (another container of the pod, or another CNI user, owns it; nothing was added)",
+				attachmentName(a), ErrInterfaceExists, a.ifname)
+		}
+	}
+	return nil
 }
 
 // attempted keeps the networks whose ADD ran: it succeeded, or it failed

@@ -17,7 +17,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 )
 
@@ -74,9 +73,13 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 		}
 	}
 	spec, specErr := readSpec(st.Bundle)
-	sb := h.sandbox(&st, spec)
-	log := h.Log.WithFields(logrus.Fields{"container": st.ID, "stage": stage, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
+	sb, rules, idErr := h.sandbox(&st, spec)
+	log := h.Log.WithFields(logrus.Fields{"container": st.ID, "stage": stage, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace,
+		"identity": rules})
 	if stage == StagePoststop {
+		if idErr != nil { // the record is keyed by the container id alone
+			log.WithError(idErr).Warn("detaching without a pod identity")
+		}
 		return timed(log, "detach", func() error { return h.Mgr.Detach(ctx, sb, true) })
 	}
 
@@ -85,6 +88,13 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 	} else if !hasNetns(spec) {
 		log.Info("container shares the host network namespace: skipped")
 		return nil
+	}
+	if idErr != nil {
+		if h.Mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+			log.WithError(idErr).Error("failurePolicy ignore: the container starts without nri-cni's networks")
+			return nil
+		}
+		return fmt.Errorf("container %s: %w", st.ID, idErr)
 	}
 	if st.Pid <= 0 {
 		return fmt.Errorf("container %s: OCI state has no pid at %s", st.ID, stage)
@@ -100,8 +110,10 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 	return err
 }
 
-// sandbox translates the state (and the bundle's spec, when readable).
-func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) Sandbox {
+// sandbox translates the state (and the bundle's spec, when readable); the
+// pod identity follows ociIdentity's rules, which it also names. On an error
+// the Sandbox still carries the container id.
+func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) (Sandbox, string, error) {
 	ann := map[string]string{}
 	if spec != nil {
 		for k, v := range spec.Annotations {
@@ -111,25 +123,13 @@ func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) Sandbox {
 	for k, v := range st.Annotations { // the state's own annotations win
 		ann[k] = v
 	}
-	first := func(keys []string, fallback string) string {
-		for _, k := range keys {
-			if v := ann[k]; v != "" {
-				return v
-			}
-		}
-		return fallback
-	}
+	pod, rules, err := ociIdentity(st.ID, ann, h.Hook)
 	sb := Sandbox{
 		ID:          st.ID,
 		Kind:        "container",
 		Annotations: ann,
 		Pid:         uint32(max(st.Pid, 0)),
-		Pod: cni.PodIdentity{
-			Name:      first(h.Hook.PodNameAnnotations, st.ID),
-			Namespace: first(h.Hook.PodNamespaceAnnotations, "default"),
-			UID:       first(h.Hook.PodUIDAnnotations, ""),
-			InfraID:   first(h.Hook.SandboxIDAnnotations, st.ID),
-		},
+		Pod:         pod,
 	}
 	if spec != nil && spec.Linux != nil {
 		for _, ns := range spec.Linux.Namespaces {
@@ -138,7 +138,7 @@ func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) Sandbox {
 			}
 		}
 	}
-	return sb
+	return sb, rules, err
 }
 
 // readSpec reads the bundle's config.json.

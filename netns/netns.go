@@ -216,3 +216,7 @@ func (r *Resolver) checkPinned(pinned string) (Netns, error) {
 	}
 	return Netns{Path: pinned, ID: id}, nil
 }
+
+// Links lists the interface names in the network namespace at path (a
+// path Resolve or Check returned).
+func (r *Resolver) Links(path string) ([]string, error) { return LinkNames(path) }

@@ -101,3 +101,20 @@ func DefaultRoutes(path string) ([]string, error) {
 	})
 	return out, err
 }
+
+// LinkNames lists the names of the interfaces in the network namespace at
+// path.
+func LinkNames(path string) ([]string, error) {
+	var names []string
+	err := ns.WithNetNSPath(path, func(ns.NetNS) error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return fmt.Errorf("listing interfaces: %w", err)
+		}
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		return nil
+	})
+	return names, err
+}

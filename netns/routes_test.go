@@ -101,3 +101,13 @@ func TestSetDefaultRoutesIsAllOrNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "net9")
 	assert.Equal(t, []string{"10.9.0.1 dev eth0"}, defaults(t, n.Path()))
 }
+
+func TestLinkNames(t *testing.T) {
+	n := podNetns(t)
+	got, err := netns.LinkNames(n.Path())
+	require.NoError(t, err)
+	sort.Strings(got)
+	require.Equal(t, []string{"eth0", "lo", "net1", "peer0", "peer1"}, got)
+	_, err = netns.LinkNames("/nonexistent/netns")
+	require.Error(t, err)
+}

@@ -41,6 +41,9 @@ type CRIOOpts struct {
 	// dropped, pause being PID 1, and Stop then hangs until the deadline.
 	// "SIGTERM" gives the real pause image's behaviour.
 	PauseStopSignal string
+	// HooksDir is crio.conf's hooks_dir (hooks.d JSON files); empty: an
+	// empty private dir under Dir.
+	HooksDir string
 }
 
 // CRIO is a CRI-O started by the harness: its own storage, CRI and NRI
@@ -57,6 +60,7 @@ type CRIO struct {
 	PrimaryBridge  string
 	PrimarySubnet  string
 	PrimaryIPAMDir string
+	HooksDir       string // crio.conf's hooks_dir
 	DropInfra      bool
 
 	binDir string
@@ -103,7 +107,10 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 		NamespacesDir:  filepath.Join(o.Dir, "ns"),
 		PrimaryNetwork: RandomName("criop"), PrimaryBridge: RandomName("criob"),
 		PrimarySubnet: RandomSubnet(220), PrimaryIPAMDir: filepath.Join(o.Dir, "ipam"),
-		DropInfra: o.DropInfra, binDir: o.CRIOBinDir, tools: o.Tools,
+		HooksDir: o.HooksDir, DropInfra: o.DropInfra, binDir: o.CRIOBinDir, tools: o.Tools,
+	}
+	if c.HooksDir == "" {
+		c.HooksDir = filepath.Join(o.Dir, "hooks.d")
 	}
 	if err := c.writeFiles(o); err != nil {
 		return nil, fmt.Errorf("crio files under %s: %w", o.Dir, err)

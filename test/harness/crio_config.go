@@ -15,7 +15,7 @@ import (
 func (c *CRIO) writeFiles(o CRIOOpts) error {
 	for _, d := range []string{
 		c.NRIPluginDir, c.NRIConfDir, c.NamespacesDir, c.PrimaryIPAMDir,
-		c.path("net.d"), c.path("crio.conf.d"), c.path("hooks.d"), c.path("cdi"), c.path("policies"),
+		c.path("net.d"), c.path("crio.conf.d"), c.HooksDir, c.path("cdi"), c.path("policies"),
 		c.path("auth"), c.path("keys"), c.path("podman-tmp"), c.path("tmp"),
 	} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -161,7 +161,7 @@ nri_plugin_registration_timeout = "5s"
 nri_plugin_request_timeout = %[30]q
 `, c.path("root"), c.path("runroot"), c.path("pod-logs"), c.path("version"), c.path("clean.shutdown"),
 		c.Address, o.LogLevel, o.DropInfra, c.NamespacesDir, filepath.Join(c.binDir, "pinns"),
-		c.path("exits"), c.path("attach"), c.path("hooks.d"), c.path("cdi"), c.path("keys"),
+		c.path("exits"), c.path("attach"), c.HooksDir, c.path("cdi"), c.path("keys"),
 		c.path("irqbalance"), c.path("runc-wrapper"), c.path("runc"), conmon,
 		PauseImage, c.path("auth"), c.path("policy.json"), c.path("policies"), c.path("tmp"),
 		c.path("net.d"), c.tools.CNIDir, c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
