@@ -84,9 +84,16 @@ func unknownKey(v any, t reflect.Type, path string) error {
 			}
 		}
 	case reflect.Map:
+		// Map values (e.g. kubernetes.nadPolicy.namespaces.<ns>) are
+		// walked in sorted key order, so the key reported is always the same.
 		obj, _ := v.(map[string]any)
-		for k, e := range obj {
-			if err := unknownKey(e, t.Elem(), path+k+"."); err != nil {
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := unknownKey(obj[k], t.Elem(), path+k+"."); err != nil {
 				return err
 			}
 		}

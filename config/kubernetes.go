@@ -34,6 +34,12 @@ type KubernetesConfig struct {
 	// Hotplug: watch the pods of this node and attach or detach networks
 	// when a running pod's networks annotation changes.
 	Hotplug bool `json:"hotplug"`
+	// NADPolicy is what NetworkAttachmentDefinitions may reach on the node
+	// (nadpolicy.go); nil means the fail-closed DefaultNADPolicy().
+	NADPolicy *NADPolicy `json:"nadPolicy"`
+	// MaxNADConfigBytes: a NAD whose spec.config is larger fails every pod
+	// that names it, before it is parsed (0: DefaultMaxNADConfigBytes).
+	MaxNADConfigBytes int `json:"maxNADConfigBytes"`
 }
 
 // HotplugOn reports whether networks follow annotation changes.
@@ -124,5 +130,5 @@ func (k *KubernetesConfig) validate() error {
 	if n := k.DefaultNetworkName; n != "" && !networkNameRe.MatchString(n) {
 		return bad("defaultNetworkName", "%q is not a valid network name", n)
 	}
-	return nil
+	return k.validateNAD()
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/nadpolicy"
 )
 
 // NodeNameEnv is where the node name comes from when the config has none
@@ -92,6 +93,10 @@ type Options struct {
 	// Recorder overrides the Event recorder (tests); nil = core/v1 Events
 	// through a broadcaster.
 	Recorder record.EventRecorder
+	// NADPolicy judges every NAD's spec.config (nil: the fail-closed code
+	// default); MaxNADConfigBytes bounds it (0: the default).
+	NADPolicy         *nadpolicy.Policy
+	MaxNADConfigBytes int
 }
 
 // Start runs the NAD informer, the status workers and the Event broadcaster
@@ -111,7 +116,8 @@ func Start(ctx context.Context, c *Clients, log *logrus.Entry, o Options) *Mode 
 			b.Shutdown()
 		}()
 	}
-	m := &Mode{Source: NewNADSource(c.NAD, o.Resync), Status: NewStatusWriter(c.Core, rec, log, o.Status)}
+	m := &Mode{Source: NewNADSource(c.NAD, o.Resync, o.NADPolicy, o.MaxNADConfigBytes),
+		Status: NewStatusWriter(c.Core, rec, log, o.Status)}
 	go m.Source.Run(ctx)
 	go m.Status.Run(ctx, o.Workers)
 	return m

@@ -18,7 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/nadpolicy"
 )
 
 // NADSource is hook.NetworkSource over an informer cache of every
@@ -29,11 +31,17 @@ type NADSource struct {
 	informer cache.SharedIndexInformer
 	lister   nadlisters.NetworkAttachmentDefinitionLister
 
+	// policy judges every non-empty spec.config before it is parsed;
+	// maxBytes bounds its size (kubernetes.maxNADConfigBytes).
+	policy   *nadpolicy.Policy
+	maxBytes int
+
 	mu     sync.Mutex // guards parsed
 	parsed map[string]parsedNAD
 }
 
-// parsedNAD memoises one object version's spec.config.
+// parsedNAD memoises one object version's verdict: its Network, or why it
+// is refused (size, policy, parse).
 type parsedNAD struct {
 	resourceVersion string
 	net             *cni.Network
@@ -41,7 +49,15 @@ type parsedNAD struct {
 }
 
 // NewNADSource builds the informer; Run starts it. resync 0 = never.
-func NewNADSource(client nadclient.Interface, resync time.Duration) *NADSource {
+// policy judges each NAD's spec.config (nil: the fail-closed code default,
+// config.DefaultNADPolicy); maxBytes bounds it (0: the default).
+func NewNADSource(client nadclient.Interface, resync time.Duration, policy *nadpolicy.Policy, maxBytes int) *NADSource {
+	if policy == nil {
+		policy = nadpolicy.Default()
+	}
+	if maxBytes <= 0 {
+		maxBytes = config.DefaultMaxNADConfigBytes
+	}
 	nads := func() nadInterface { return client.K8sCniCncfIoV1().NetworkAttachmentDefinitions(metav1.NamespaceAll) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -54,7 +70,7 @@ func NewNADSource(client nadclient.Interface, resync time.Duration) *NADSource {
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client),
 		&nadv1.NetworkAttachmentDefinition{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	return &NADSource{informer: inf, lister: nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
-		parsed: map[string]parsedNAD{}}
+		policy: policy, maxBytes: maxBytes, parsed: map[string]parsedNAD{}}
 }
 
 type nadInterface interface {
@@ -83,7 +99,11 @@ func (s *NADSource) Network(ref hook.NADRef) (*cni.Network, error) {
 	return s.parse(ref, obj)
 }
 
-// parse turns spec.config into a Network, once per object version. The
+// parse turns spec.config into a Network, once per object version: its
+// size first (kubernetes.maxNADConfigBytes), then the NAD policy of the
+// object's namespace, then cni.Parse. A refusal names the NAD, the key and
+// the policy key, wraps hook.ErrBadNAD and a *nadpolicy.Violation
+// (nadpolicy.ErrRefused), and fails every pod that names the NAD. The
 // result is shared: the Manager copies it before adding per-pod args.
 func (s *NADSource) parse(ref hook.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
 	key := ref.String()
@@ -93,11 +113,17 @@ func (s *NADSource) parse(ref hook.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 		return p.net, p.err
 	}
 	p := parsedNAD{resourceVersion: obj.ResourceVersion}
-	if strings.TrimSpace(obj.Spec.Config) == "" {
+	raw := []byte(obj.Spec.Config)
+	if err := nadpolicy.CheckSize(raw, s.maxBytes); err != nil {
+		p.err = fmt.Errorf("%w %s: %w", hook.ErrBadNAD, ref, err)
+	} else if strings.TrimSpace(obj.Spec.Config) == "" {
 		// NPWG: no config means the CNI config of the object's name in the
-		// node's config dir (nri-cni's confDir).
+		// node's config dir (nri-cni's confDir), which the admin wrote:
+		// not subject to the policy.
 		p.net = &cni.Network{Name: obj.Name}
-	} else if n, err := cni.Parse([]byte(obj.Spec.Config)); err != nil {
+	} else if err := s.policy.Check(ref.Namespace, raw); err != nil {
+		p.err = fmt.Errorf("%w %s: %w", hook.ErrBadNAD, ref, err)
+	} else if n, err := cni.Parse(raw); err != nil {
 		p.err = fmt.Errorf("%w %s: spec.config: %w", hook.ErrBadNAD, ref, err)
 	} else {
 		n.File = "NetworkAttachmentDefinition " + key

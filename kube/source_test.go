@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/nadpolicy"
 )
 
 // waitFor is generous: the machine is loaded.
@@ -46,9 +49,26 @@ const (
 	singleB   = `{"cniVersion":"1.0.0","name":"net-b","type":"macvlan","master":"eth1"}`
 )
 
+// testPolicy allows what conflistA and singleB use, in every namespace
+// but "strict" (the code default's rule, which refuses them).
+func testPolicy(t *testing.T) *nadpolicy.Policy {
+	t.Helper()
+	p, err := nadpolicy.New(&config.NADPolicy{
+		Default:    &config.NADRule{Types: []string{"bridge", "tuning", "macvlan", "host-local"}, Bridges: []string{"br-?", "nad-a"}, Masters: []string{"eth1"}, IPAMRanges: []string{"10.251.0.0/16"}},
+		Namespaces: map[string]config.NADRule{"strict": config.DefaultNADRule()},
+	})
+	require.NoError(t, err)
+	return p
+}
+
 func runSource(t *testing.T, client nadFake) *NADSource {
 	t.Helper()
-	src := NewNADSource(client, 0)
+	return runSourceWith(t, client, testPolicy(t), 0)
+}
+
+func runSourceWith(t *testing.T, client nadFake, p *nadpolicy.Policy, maxBytes int) *NADSource {
+	t.Helper()
+	src := NewNADSource(client, 0, p, maxBytes)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go src.Run(ctx)
@@ -59,7 +79,7 @@ func runSource(t *testing.T, client nadFake) *NADSource {
 }
 
 func TestNADSourceNotSyncedIsItsOwnError(t *testing.T) {
-	src := NewNADSource(newNADFake(t, nad("ns1", "a", conflistA)), 0)
+	src := NewNADSource(newNADFake(t, nad("ns1", "a", conflistA)), 0, nil, 0)
 	_, err := src.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
 	assert.ErrorIs(t, err, hook.ErrSourceNotSynced)
 	assert.NotErrorIs(t, err, hook.ErrNoSuchNAD)
@@ -123,5 +143,63 @@ func TestNADSourceFollowsUpdatesAndDeletes(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := src.Network(ref)
 		return err != nil && assert.ErrorIs(t, err, hook.ErrNoSuchNAD)
+	}, waitFor, 10*time.Millisecond)
+}
+
+// A NAD the policy of its namespace refuses, or one over the size limit,
+// fails with an error naming the NAD, the offending key and the policy key.
+func TestNADSourceEnforcesThePolicy(t *testing.T) {
+	hostDevice := `{"cniVersion":"1.0.0","name":"hd","type":"host-device","device":"eth0"}`
+	client := newNADFake(t, nad("ns1", "hd", hostDevice), nad("ns1", "slashes", `{"cniVersion":"1.0.0","name":"../../etc/cron.d","type":"tuning"}`),
+		nad("ns1", "big", `{"cniVersion":"1.0.0","name":"big","type":"tuning","pad":"`+strings.Repeat("x", 2000)+`"}`),
+		nad("strict", "a", conflistA), nad("strict", "local", " \n"), nad("ns1", "a", conflistA))
+	src := runSourceWith(t, client, testPolicy(t), 1024)
+
+	for _, tc := range []struct {
+		ns, name string
+		want     []string
+	}{
+		{"ns1", "hd", []string{"ns1/hd", `spec.config.type: "host-device" is not an allowed plugin type`, "kubernetes.nadPolicy.default.types"}},
+		{"ns1", "slashes", []string{"ns1/slashes", `spec.config.name: "../../etc/cron.d" is not a valid CNI network name`, "(kubernetes.nadPolicy)"}},
+		{"ns1", "big", []string{"ns1/big", "spec.config: is 2060 bytes, more than 1024", "kubernetes.maxNADConfigBytes"}},
+		{"strict", "a", []string{"strict/a", `spec.config.plugins[0].bridge: "br-a" is not an allowed bridge`, "kubernetes.nadPolicy.namespaces.strict.bridges"}},
+	} {
+		t.Run(tc.ns+"/"+tc.name, func(t *testing.T) {
+			_, err := src.Network(hook.NADRef{Namespace: tc.ns, Name: tc.name})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, hook.ErrBadNAD)
+			assert.ErrorIs(t, err, nadpolicy.ErrRefused)
+			var v *nadpolicy.Violation
+			assert.ErrorAs(t, err, &v)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	n, err := src.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
+	require.NoError(t, err, "the same config is allowed where the rule allows it")
+	assert.Equal(t, "net-a", n.Name)
+	n, err = src.Network(hook.NADRef{Namespace: "strict", Name: "local"})
+	require.NoError(t, err, "an empty spec.config is the admin's confDir network: never judged")
+	assert.Nil(t, n.List)
+}
+
+// The verdict is memoised per resourceVersion: fixing the NAD fixes it.
+func TestNADSourceVerdictFollowsUpdates(t *testing.T) {
+	client := newNADFake(t, nad("ns1", "a", `{"cniVersion":"1.0.0","name":"a","type":"bridge","bridge":"cni0"}`))
+	src := runSource(t, client)
+	ref := hook.NADRef{Namespace: "ns1", Name: "a"}
+	_, err := src.Network(ref)
+	require.ErrorIs(t, err, nadpolicy.ErrRefused)
+	_, again := src.Network(ref)
+	assert.Same(t, err, again, "memoised")
+
+	fixed := nad("ns1", "a", conflistA)
+	fixed.ResourceVersion = "2"
+	_, err = client.K8sCniCncfIoV1().NetworkAttachmentDefinitions("ns1").Update(context.Background(), fixed, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := src.Network(ref)
+		return err == nil && n.Name == "net-a"
 	}, waitFor, 10*time.Millisecond)
 }

@@ -220,7 +220,8 @@ func TestStartWiresSourceStatusAndEvents(t *testing.T) {
 	core := fake.NewClientset(testPod())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := Start(ctx, &Clients{Core: core, NAD: newNADFake(t, nad("ns1", "a", conflistA)), NodeName: "node-1"}, quietLog(), Options{})
+	m := Start(ctx, &Clients{Core: core, NAD: newNADFake(t, nad("ns1", "a", conflistA)), NodeName: "node-1"}, quietLog(),
+		Options{NADPolicy: testPolicy(t)})
 	wctx, wcancel := context.WithTimeout(ctx, waitFor)
 	defer wcancel()
 	require.NoError(t, m.Source.WaitForSync(wctx))

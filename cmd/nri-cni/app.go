@@ -40,6 +40,10 @@ const usage = `usage:
                         every attachment on record
   nri-cni healthz [--addr ADDR]
                         exit 0 iff the plugin's /healthz is OK (liveness probe)
+  nri-cni nad-policy [--config FILE | --configmap FILE]
+                        print the ValidatingAdmissionPolicy that refuses at kubectl
+                        apply the NetworkAttachmentDefinitions kubernetes.nadPolicy
+                        refuses on the node (regenerate it after every change)
   nri-cni install-plugins --from DIR --to DIR NAME...
                         copy CNI plugins that are absent (DaemonSet init container)
   nri-cni version       print the version
@@ -69,6 +73,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.statusCmd(ctx, args[1:])
 	case "healthz":
 		return a.healthzCmd(ctx, args[1:])
+	case "nad-policy":
+		return a.nadPolicyCmd(ctx, args[1:])
 	case "install-plugins":
 		return a.installPluginsCmd(ctx, args[1:])
 	case "version", "--version", "-v":

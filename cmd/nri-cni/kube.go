@@ -10,6 +10,7 @@ import (
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/nadpolicy"
 )
 
 // kubernetesOptions starts Kubernetes mode when the config has a kubernetes
@@ -27,7 +28,12 @@ func (a *app) kubernetesOptions(ctx context.Context, cfg config.Config, log *log
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes: %w", err)
 	}
-	mode := kube.Start(ctx, clients, log.WithField("component", "kube"), kube.Options{})
+	policy, err := nadpolicy.New(k.NADPolicyOrDefault())
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	mode := kube.Start(ctx, clients, log.WithField("component", "kube"),
+		kube.Options{NADPolicy: policy, MaxNADConfigBytes: k.NADConfigLimit()})
 	source := "in-cluster"
 	if k.Kubeconfig != "" {
 		source = k.Kubeconfig

@@ -124,7 +124,8 @@ func benchHotplug(ctx context.Context, rep *report, c *cluster.Cluster, d *k8sde
 	if err != nil {
 		return err
 	}
-	second := harness.Secondary{Name: "bench-hotplug", Bridge: harness.RandomName("ncbh"), Subnet: harness.RandomSubnet(220)}
+	// A bridge and subnet deploy/base's NAD policy allows.
+	second := harness.Secondary{Name: "bench-hotplug", Bridge: k8sdeploy.NADBridge(), Subnet: k8sdeploy.NADSubnet()}
 	defer second.DeleteBridge()
 	cfg := fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[{"type":"bridge","bridge":%q,"isGateway":false,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]]}}]}`,
 		second.Name, second.Bridge, second.Subnet)

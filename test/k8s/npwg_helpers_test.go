@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
 const (
@@ -70,8 +71,8 @@ func bridgeConfig(cniName, bridge, subnet string) string {
 // cleanup deletes the object and the bridge.
 func (f *fixture) newNAD(ns, name string) *nadNet {
 	f.t.Helper()
-	n := &nadNet{Namespace: ns, Name: name, CNIName: "cni-" + name, Bridge: harness.RandomName("nad"),
-		Subnet: harness.RandomSubnet(200), f: f}
+	n := &nadNet{Namespace: ns, Name: name, CNIName: "cni-" + name, Bridge: k8sdeploy.NADBridge(),
+		Subnet: k8sdeploy.NADSubnet(), f: f}
 	f.createNAD(ns, name, bridgeConfig(n.CNIName, n.Bridge, n.Subnet))
 	f.t.Cleanup(func() { _ = deleteLink(n.Bridge) })
 	return n

@@ -24,6 +24,7 @@ import (
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
 )
 
 // TestNPWGNetworksAndStatus: both forms of the NPWG annotation attach their
@@ -189,8 +190,8 @@ func TestNADChangedAndDeleted(t *testing.T) {
 	require.True(t, n.contains(addr1))
 
 	// Another bridge and subnet, same CNI network name.
-	changed := &nadNet{Namespace: n.Namespace, Name: n.Name, CNIName: n.CNIName, Bridge: harness.RandomName("nad"),
-		Subnet: harness.RandomSubnet(200), f: f}
+	changed := &nadNet{Namespace: n.Namespace, Name: n.Name, CNIName: n.CNIName, Bridge: k8sdeploy.NADBridge(),
+		Subnet: k8sdeploy.NADSubnet(), f: f}
 	t.Cleanup(func() { _ = deleteLink(changed.Bridge) })
 	nads := f.nads().K8sCniCncfIoV1().NetworkAttachmentDefinitions("default")
 	obj, err := nads.Get(f.ctx, n.Name, metav1.GetOptions{})

@@ -129,6 +129,8 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 		k["hotplug"] = true
 		// Drift checks often enough for a test to see one.
 		conf["checkInterval"] = "3s"
+		// The cni-args key the NPWG tests pass (off in deploy/base).
+		conf["podCNIArgs"] = []string{"team"}
 		return nil
 	})
 	if err != nil {

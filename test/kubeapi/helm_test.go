@@ -85,6 +85,15 @@ func TestHelmTemplateMatchesBase(t *testing.T) {
 	assert.Equal(t, base.Policy.Name, o.Policy.Name)
 	assert.Equal(t, base.Policy.Spec, o.Policy.Spec, "same policy")
 	assert.Equal(t, base.PolicyBinding.Spec, o.PolicyBinding.Spec)
+	assert.Equal(t, base.NADPolicy.Name, o.NADPolicy.Name)
+	assert.Equal(t, base.NADPolicy.Annotations, o.NADPolicy.Annotations, "NAD admission policy made from the same kubernetes.nadPolicy")
+	assert.Equal(t, base.NADPolicy.Spec, o.NADPolicy.Spec, "same NAD admission policy")
+	assert.Equal(t, base.NADPolicyBinding.Spec, o.NADPolicyBinding.Spec)
+	baseNAD, err := os.ReadFile(filepath.Join(base.Dir, "nad-policy.yaml"))
+	require.NoError(t, err)
+	chartNAD, err := os.ReadFile(filepath.Join(ChartDir(), "files", "nad-policy.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, string(baseNAD), string(chartNAD), "files/nad-policy.yaml is a copy of deploy/base's")
 	assert.Equal(t, base.CRD.Spec, o.CRD.Spec, "same CRD")
 	baseCRD, err := os.ReadFile(filepath.Join(base.Dir, "crd-networkattachmentdefinitions.yaml"))
 	require.NoError(t, err)
@@ -188,6 +197,9 @@ tolerations: []
 
 	off := h.template(ctx, t, "kube-system", "--set", "daemonSet.enabled=false,policy.enabled=false")
 	assert.ElementsMatch(t, []string{"DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, off.Missing())
+	noKube := h.template(ctx, t, "kube-system", "--set", "kubernetes.enabled=false")
+	assert.ElementsMatch(t, []string{"ValidatingAdmissionPolicy/" + deploy.NADPolicySuffix, "ValidatingAdmissionPolicyBinding/" + deploy.NADPolicySuffix},
+		noKube.Missing(), "no NAD admission policy without Kubernetes mode")
 
 	_, err := h.run(ctx, "template", "nri-cni", ChartDir(), "--set", "networks.bad=not json")
 	require.Error(t, err)

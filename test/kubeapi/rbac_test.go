@@ -23,7 +23,8 @@ import (
 	"github.com/nri-cni/nri-cni/test/cluster"
 )
 
-const nadConfig = `{"cniVersion":"1.0.0","name":"kubeapi-net","type":"bridge","bridge":"kubeapi0"}`
+// nadConfig passes deploy/base's NAD policy (and its admission policy).
+const nadConfig = `{"cniVersion":"1.0.0","name":"kubeapi-net","type":"bridge","bridge":"nad-kubeapi0"}`
 
 // checkRBAC: NADs readable, Events writable, nothing else.
 func checkRBAC(ctx context.Context, t *testing.T, id identity, f *fixture, admin *nadclient.Clientset) {
@@ -101,7 +102,8 @@ func checkDaemonCode(ctx context.Context, t *testing.T, c *cluster.Cluster, f *f
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := kube.Start(runCtx, &kube.Clients{Core: f.as, NAD: nadAs, NodeName: c.NodeName}, logrus.NewEntry(log),
-		kube.Options{Status: kube.StatusOptions{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}})
+		kube.Options{Status: kube.StatusOptions{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+			NADPolicy: shippedNADPolicy(t)})
 	syncCtx, syncCancel := context.WithTimeout(ctx, waitFor)
 	defer syncCancel()
 	require.NoError(t, m.Source.WaitForSync(syncCtx), "the NAD informer syncs with list+watch")

@@ -72,11 +72,31 @@ kubernetes: section when Kubernetes mode is on. */}}
 {{- $_ = set $conf "stateDir" "/var/lib/nri-cni" -}}
 {{- $_ = set $conf "cacheDir" "/var/lib/cni" -}}
 {{- if .Values.kubernetes.enabled -}}
-{{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName -}}
+{{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
 {{- if .Values.kubernetes.hotplug -}}
 {{- $_ = set $k "hotplug" true -}}
 {{- end -}}
 {{- $_ = set $conf "kubernetes" $k -}}
 {{- end -}}
 {{- toYaml $conf -}}
+{{- end -}}
+
+{{/* One NAD policy rule with every key (as nri-cni normalizes it), JSON. */}}
+{{- define "nri-cni.nadRule" -}}
+{{- $r := . | default dict -}}
+{{- toJson (dict "types" ($r.types | default list) "bridges" ($r.bridges | default list) "masters" ($r.masters | default list) "devices" ($r.devices | default list) "ipamRanges" ($r.ipamRanges | default list) "paths" ($r.paths | default list) "hostGateway" ($r.hostGateway | default false) "runtimeConfig" ($r.runtimeConfig | default false)) -}}
+{{- end -}}
+
+{{/* kubernetes.nadPolicy as nri-cni normalizes it (and as the generated
+admission policy's nri-cni.io/nad-policy annotation records it), JSON. */}}
+{{- define "nri-cni.nadPolicyJSON" -}}
+{{- $p := .Values.kubernetes.nadPolicy | default dict -}}
+{{- if not $p.default -}}
+{{- fail "kubernetes.nadPolicy.default: the chart needs it (the rule of every namespace not listed)" -}}
+{{- end -}}
+{{- $ns := dict -}}
+{{- range $name, $r := ($p.namespaces | default dict) -}}
+{{- $_ := set $ns $name (include "nri-cni.nadRule" $r | fromJson) -}}
+{{- end -}}
+{{- toJson (dict "default" (include "nri-cni.nadRule" $p.default | fromJson) "namespaces" $ns) -}}
 {{- end -}}
