@@ -58,17 +58,9 @@ func AdmissionPolicy(p *config.NADPolicy, maxConfigBytes int) ([]byte, error) {
 	if strings.Contains(string(policyJSON), "'") {
 		return nil, fmt.Errorf("%s: a quote in the policy", config.NADPolicyKey) // validation allows none
 	}
-	data := struct {
-		Name, PolicyJSON, MaxBytes, MatchCondition string
-		Variables                                  []celVar
-		Validations                                []validation
-	}{AdmissionPolicyName, string(policyJSON), quoteYAML(strconv.Itoa(maxConfigBytes)), matchCondition,
-		vars, validations()}
-	var b bytes.Buffer
-	if err := vapTemplate.Execute(&b, data); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	var b strings.Builder
+	writeVAP(&b, AdmissionPolicyName, string(policyJSON), quoteYAML(strconv.Itoa(maxConfigBytes)), vars, validations())
+	return []byte(b.String()), nil
 }
 
 // marshalCompact is JSON without HTML escaping.

@@ -3,7 +3,6 @@ package nadpolicy
 import (
 	"strconv"
 	"strings"
-	"text/template"
 )
 
 // The CEL below reads spec.config with RE2 (Kubernetes' regex library:
@@ -159,59 +158,62 @@ func indent(n int, s string) string {
 	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 }
 
-var vapTemplate = template.Must(template.New("vap").Funcs(template.FuncMap{"indent": indent, "quote": quoteYAML}).Parse(
-	`# Generated from kubernetes.nadPolicy and kubernetes.maxNADConfigBytes (nri.conf)
-# by ` + "`nri-cni nad-policy --config nri.conf`" + ` (or --configmap FILE): do not edit;
-# change the policy and regenerate. It refuses at kubectl apply what nri-cni
-# refuses on the node (docs/security.md); NetworkAttachmentDefinitions
-# with an empty spec.config are never judged.
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: {{.Name}}
-  annotations:
-    nri-cni.io/nad-policy: '{{.PolicyJSON}}'
-    nri-cni.io/max-nad-config-bytes: {{.MaxBytes}}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-      - apiGroups: ["k8s.cni.cncf.io"]
-        apiVersions: ["*"]
-        operations: ["CREATE", "UPDATE"]
-        resources: ["network-attachment-definitions"]
-  matchConditions:
-    # An UPDATE that leaves spec.config as it was is not judged.
-    - name: config-changed
-      expression: |-
-{{indent 8 .MatchCondition}}
-  variables:
-{{- range .Variables}}
-{{- if .Comment}}
-    # {{.Comment}}
-{{- end}}
-    - name: {{.Name}}
-      expression: |-
-{{indent 8 .Expr}}
-{{- end}}
-  validations:
-{{- range .Validations}}
-    # {{.Comment}}
-    - expression: |-
-{{indent 8 .Expr}}
-{{- if .MessageExpr}}
-      messageExpression: |-
-{{indent 8 .MessageExpr}}
-{{- end}}
-      message: {{quote .Message}}
-      reason: Forbidden
-{{- end}}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata:
-  name: {{.Name}}
-spec:
-  policyName: {{.Name}}
-  validationActions: [Deny]
-`))
+// writeVAP renders the policy and its binding. Plain string building, not
+// text/template: a template's reflective method calls make the linker keep
+// every exported method of every type in the binary (33 MB became 61 MB).
+func writeVAP(b *strings.Builder, name, policyJSON, maxBytes string, vars []celVar, vals []validation) {
+	w := func(lines ...string) {
+		for _, l := range lines {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	w(`# Generated from kubernetes.nadPolicy and kubernetes.maxNADConfigBytes (nri.conf)`,
+		"# by `nri-cni nad-policy --config nri.conf` (or --configmap FILE): do not edit;",
+		`# change the policy and regenerate. It refuses at kubectl apply what nri-cni`,
+		`# refuses on the node (docs/security.md); NetworkAttachmentDefinitions`,
+		`# with an empty spec.config are never judged.`,
+		`apiVersion: admissionregistration.k8s.io/v1`,
+		`kind: ValidatingAdmissionPolicy`,
+		`metadata:`,
+		`  name: `+name,
+		`  annotations:`,
+		`    nri-cni.io/nad-policy: '`+policyJSON+`'`,
+		`    nri-cni.io/max-nad-config-bytes: `+maxBytes,
+		`spec:`,
+		`  failurePolicy: Fail`,
+		`  matchConstraints:`,
+		`    resourceRules:`,
+		`      - apiGroups: ["k8s.cni.cncf.io"]`,
+		`        apiVersions: ["*"]`,
+		`        operations: ["CREATE", "UPDATE"]`,
+		`        resources: ["network-attachment-definitions"]`,
+		`  matchConditions:`,
+		`    # An UPDATE that leaves spec.config as it was is not judged.`,
+		`    - name: config-changed`,
+		`      expression: |-`,
+		indent(8, matchCondition),
+		`  variables:`)
+	for _, v := range vars {
+		if v.Comment != "" {
+			w(`    # ` + v.Comment)
+		}
+		w(`    - name: `+v.Name, `      expression: |-`, indent(8, v.Expr))
+	}
+	w(`  validations:`)
+	for _, v := range vals {
+		w(`    # `+v.Comment, `    - expression: |-`, indent(8, v.Expr))
+		if v.MessageExpr != "" {
+			w(`      messageExpression: |-`, indent(8, v.MessageExpr))
+		}
+		w(`      message: `+quoteYAML(v.Message), `      reason: Forbidden`)
+	}
+	w(`---`,
+		`apiVersion: admissionregistration.k8s.io/v1`,
+		`kind: ValidatingAdmissionPolicyBinding`,
+		`metadata:`,
+		`  name: `+name,
+		`spec:`,
+		`  policyName: `+name,
+		`  validationActions: [Deny]`)
+}

@@ -26,3 +26,20 @@ func TestCorePackagesDoNotImportClientGo(t *testing.T) {
 		}
 	}
 }
+
+// The binary links no text/template or html/template: their reflective
+// method calls make the linker keep every exported method of every type
+// (33 MB grew to 61 MB when a template crept in).
+func TestBinaryLinksNoTemplates(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/nri-cni")
+	cmd.Dir = harness.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/nri-cni: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "text/template" || dep == "html/template" {
+			t.Errorf("./cmd/nri-cni depends on %s: render with strings instead", dep)
+		}
+	}
+}
