@@ -56,6 +56,10 @@ bench: tools ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, re
 	$(GO) test -run xxx -bench . -benchtime 300x ./state/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
 
+.PHONY: fuzz
+fuzz: ## Every Go fuzz target (go test -list '^Fuzz'), one after another, FUZZTIME each (default 30s); `make test` runs their seeds.
+	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),30s) bash test/tools/fuzz.sh
+
 clean: ## Remove build output.
 	rm -rf bin
 
