@@ -1,8 +1,9 @@
 # nri-cni — see `make help`.
 GO      ?= go
 BIN     := bin/nri-cni
+BIN_K8S := bin/nri-cni-k8s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+LDFLAGS := -s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version=$(VERSION)
 # Packages without root-only tests (fast tier).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 ALL_PKGS  = $(shell $(GO) list ./...)
@@ -16,8 +17,9 @@ K8S_PKGS  = $(addprefix github.com/nri-cni/nri-cni/test/,cluster k8s kubeapi)
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/nri-cni (static).
+build: ## Build bin/nri-cni (the node's binary: no API client) and bin/nri-cni-k8s (with Kubernetes mode), static.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cni
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_K8S) ./cmd/nri-cni-k8s
 
 tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl, helm; apt when root).
 	bash test/tools/install.sh all

@@ -30,7 +30,7 @@ define deploy_require_root
 endef
 
 image: ## Container image as a docker-archive tar (bin/nri-cni-image.tar, localhost/nri-cni:dev) for kind/ctr.
-	go run ./test/tools/image -out $(IMAGE_TAR) -tag $(IMAGE) -version $(IMAGE_VERSION) -bin $(BIN)
+	go run ./test/tools/image -out $(IMAGE_TAR) -tag $(IMAGE) -version $(IMAGE_VERSION) -bin $(BIN_K8S)
 
 install: build ## Install as containerd's pre-launched NRI plugin (root; restart containerd after).
 	$(deploy_require_root)

@@ -97,10 +97,15 @@ func (e *Engine) Networks() []*Network {
 // Select returns the networks named, in order; with no names, the first valid
 // network (the kubelet's rule).
 func (e *Engine) Select(names []string) ([]*Network, error) {
-	nets := e.Networks()
+	return Select(e.Networks(), names, e.opts.ConfDir)
+}
+
+// Select picks the networks named from nets (loaded from confDir), in
+// order; with no names, the first one (the kubelet's rule).
+func Select(nets []*Network, names []string, confDir string) ([]*Network, error) {
 	if len(names) == 0 {
 		if len(nets) == 0 {
-			return nil, fmt.Errorf("%w in %s", ErrNoNetworks, e.opts.ConfDir)
+			return nil, fmt.Errorf("%w in %s", ErrNoNetworks, confDir)
 		}
 		return nets[:1], nil
 	}
@@ -112,7 +117,7 @@ func (e *Engine) Select(names []string) ([]*Network, error) {
 	for _, name := range names {
 		n, ok := byName[name]
 		if !ok {
-			return nil, fmt.Errorf("%w %q: no valid config with that name in %s", ErrUnknownNetwork, name, e.opts.ConfDir)
+			return nil, fmt.Errorf("%w %q: no valid config with that name in %s", ErrUnknownNetwork, name, confDir)
 		}
 		out = append(out, n)
 	}

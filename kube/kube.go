@@ -1,7 +1,7 @@
 // Package kube is nri-cni's Kubernetes mode: the only package that talks to
-// the API server. It implements the two interfaces the hook.Manager uses —
-// hook.NetworkSource (NADSource: NetworkAttachmentDefinitions from an
-// informer cache) and hook.StatusSink (StatusWriter: network-status patches
+// the API server. It implements the two interfaces the attach.Manager uses —
+// plan.NADSource (NADSource: NetworkAttachmentDefinitions from an
+// informer cache) and attach.StatusSink (StatusWriter: network-status patches
 // and Warning Events from a work queue) — so the attach path reads memory
 // only and never waits for the API server.
 package kube
@@ -101,7 +101,7 @@ type Options struct {
 
 // Start runs the NAD informer, the status workers and the Event broadcaster
 // until ctx ends. It does not wait for the cache: until it has synced, pods
-// that ask for a NAD fail with hook.ErrSourceNotSynced (WaitForSync to wait).
+// that ask for a NAD fail with plan.ErrSourceNotSynced (WaitForSync to wait).
 func Start(ctx context.Context, c *Clients, log *logrus.Entry, o Options) *Mode {
 	if o.Workers <= 0 {
 		o.Workers = 2

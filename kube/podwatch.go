@@ -16,11 +16,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/plan"
 )
 
 // networkAnnotations are the annotations a pod's networks come from.
-var networkAnnotations = []string{hook.AnnotationNPWGNetworks, hook.AnnotationNetworks}
+var networkAnnotations = []string{plan.AnnotationNPWGNetworks, plan.AnnotationNetworks}
 
 // PodWatcher is hot-plug's eye on the API: an informer over the pods bound
 // to this node (field selector spec.nodeName), reduced to their metadata,
@@ -32,7 +33,7 @@ var networkAnnotations = []string{hook.AnnotationNPWGNetworks, hook.AnnotationNe
 type PodWatcher struct {
 	informer cache.SharedIndexInformer
 	lister   listerscorev1.PodLister
-	target   hook.Replugger
+	target   attach.Replugger
 	log      *logrus.Entry
 	queue    workqueue.TypedRateLimitingInterface[string]
 
@@ -49,7 +50,7 @@ type PodWatchOptions struct {
 }
 
 // NewPodWatcher watches the pods of node.
-func NewPodWatcher(client kubernetes.Interface, node string, target hook.Replugger, log *logrus.Entry, o PodWatchOptions) *PodWatcher {
+func NewPodWatcher(client kubernetes.Interface, node string, target attach.Replugger, log *logrus.Entry, o PodWatchOptions) *PodWatcher {
 	if o.Resync <= 0 {
 		o.Resync = time.Minute
 	}
@@ -162,10 +163,10 @@ func (w *PodWatcher) next(ctx context.Context, timeout time.Duration) bool {
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err = w.target.Replug(rctx, hook.PodUpdate{UID: string(pod.UID), Namespace: ns, Name: name,
+	_, err = w.target.Replug(rctx, attach.PodUpdate{UID: string(pod.UID), Namespace: ns, Name: name,
 		Annotations: pod.Annotations, Changed: changed})
 	switch {
-	case err == nil, errors.Is(err, hook.ErrHotplugRefused):
+	case err == nil, errors.Is(err, attach.ErrHotplugRefused):
 		// Done, or refused (the Manager raised a Warning Event): retrying
 		// the same value is pointless; the next change is handed over anew.
 		w.queue.Forget(key)

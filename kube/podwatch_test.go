@@ -12,18 +12,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/plan"
 )
 
 // fakeReplugger records Replug calls; fail makes the first n fail.
 type fakeReplugger struct {
 	mu    sync.Mutex
-	calls []hook.PodUpdate
+	calls []attach.PodUpdate
 	fail  int
 	err   error
 }
 
-func (r *fakeReplugger) Replug(_ context.Context, u hook.PodUpdate) (bool, error) {
+func (r *fakeReplugger) Replug(_ context.Context, u attach.PodUpdate) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, u)
@@ -34,15 +35,15 @@ func (r *fakeReplugger) Replug(_ context.Context, u hook.PodUpdate) (bool, error
 	return true, nil
 }
 
-func (r *fakeReplugger) snapshot() []hook.PodUpdate {
+func (r *fakeReplugger) snapshot() []attach.PodUpdate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]hook.PodUpdate(nil), r.calls...)
+	return append([]attach.PodUpdate(nil), r.calls...)
 }
 
 func TestPodWatcherHandsOverAnnotationChanges(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "uid-web",
-		Annotations: map[string]string{hook.AnnotationNPWGNetworks: "net-a"}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
+		Annotations: map[string]string{plan.AnnotationNPWGNetworks: "net-a"}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
 	c := fake.NewClientset(pod)
 	r := &fakeReplugger{}
 	w := NewPodWatcher(c, "node-1", r, quietLog(), PodWatchOptions{Resync: time.Hour})
@@ -53,8 +54,8 @@ func TestPodWatcherHandsOverAnnotationChanges(t *testing.T) {
 
 	require.Eventually(t, func() bool { return len(r.snapshot()) == 1 }, waitFor, 5*time.Millisecond)
 	first := r.snapshot()[0]
-	assert.Equal(t, hook.PodUpdate{UID: "uid-web", Namespace: "ns1", Name: "web",
-		Annotations: map[string]string{hook.AnnotationNPWGNetworks: "net-a"}, Changed: false}, first,
+	assert.Equal(t, attach.PodUpdate{UID: "uid-web", Namespace: "ns1", Name: "web",
+		Annotations: map[string]string{plan.AnnotationNPWGNetworks: "net-a"}, Changed: false}, first,
 		"the initial list: a reconcile, not a change")
 
 	update := func(mut func(*corev1.Pod)) {
@@ -68,13 +69,13 @@ func TestPodWatcherHandsOverAnnotationChanges(t *testing.T) {
 	// Another annotation or a label: not handed over.
 	update(func(p *corev1.Pod) { p.Annotations["other"] = "x"; p.Labels = map[string]string{"a": "b"} })
 	// The networks annotation: handed over as a change.
-	update(func(p *corev1.Pod) { p.Annotations[hook.AnnotationNPWGNetworks] = "net-a, net-b" })
+	update(func(p *corev1.Pod) { p.Annotations[plan.AnnotationNPWGNetworks] = "net-a, net-b" })
 	require.Eventually(t, func() bool { return len(r.snapshot()) == 2 }, waitFor, 5*time.Millisecond)
 	second := r.snapshot()[1]
 	assert.True(t, second.Changed)
-	assert.Equal(t, "net-a, net-b", second.Annotations[hook.AnnotationNPWGNetworks])
+	assert.Equal(t, "net-a, net-b", second.Annotations[plan.AnnotationNPWGNetworks])
 	// nri-cni's own annotation counts too.
-	update(func(p *corev1.Pod) { p.Annotations[hook.AnnotationNetworks] = "secondary" })
+	update(func(p *corev1.Pod) { p.Annotations[plan.AnnotationNetworks] = "secondary" })
 	require.Eventually(t, func() bool { return len(r.snapshot()) == 3 }, waitFor, 5*time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
 	assert.Len(t, r.snapshot(), 3, "the label/other-annotation update was not handed over")
@@ -82,14 +83,14 @@ func TestPodWatcherHandsOverAnnotationChanges(t *testing.T) {
 
 func TestPodWatcherRetriesABusyManagerButNotARefusal(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "uid-web",
-		Annotations: map[string]string{hook.AnnotationNPWGNetworks: "net-a"}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
+		Annotations: map[string]string{plan.AnnotationNPWGNetworks: "net-a"}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
 	for _, tc := range []struct {
 		name  string
 		err   error
 		calls int
 	}{
-		{"busy", hook.ErrBusy, 3},
-		{"refused", hook.ErrHotplugRefused, 1},
+		{"busy", attach.ErrBusy, 3},
+		{"refused", attach.ErrHotplugRefused, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset(pod.DeepCopy())

@@ -19,11 +19,11 @@ import (
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/nadpolicy"
+	"github.com/nri-cni/nri-cni/plan"
 )
 
-// NADSource is hook.NetworkSource over an informer cache of every
+// NADSource is plan.NADSource over an informer cache of every
 // NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) in the cluster. Network
 // reads the cache only. A changed or deleted object affects later lookups
 // only: what is attached keeps the config libcni cached at its ADD.
@@ -84,14 +84,14 @@ func (s *NADSource) Run(ctx context.Context) { s.informer.RunWithContext(ctx) }
 // HasSynced reports whether the first list has completed.
 func (s *NADSource) HasSynced() bool { return s.informer.HasSynced() }
 
-// Network implements hook.NetworkSource.
-func (s *NADSource) Network(ref hook.NADRef) (*cni.Network, error) {
+// Network implements plan.NADSource.
+func (s *NADSource) Network(ref plan.NADRef) (*cni.Network, error) {
 	if !s.informer.HasSynced() {
-		return nil, hook.ErrSourceNotSynced
+		return nil, plan.ErrSourceNotSynced
 	}
 	obj, err := s.lister.NetworkAttachmentDefinitions(ref.Namespace).Get(ref.Name)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w %s", hook.ErrNoSuchNAD, ref)
+		return nil, fmt.Errorf("%w %s", plan.ErrNoSuchNAD, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: %w", ref, err)
@@ -102,10 +102,10 @@ func (s *NADSource) Network(ref hook.NADRef) (*cni.Network, error) {
 // parse turns spec.config into a Network, once per object version: its
 // size first (kubernetes.maxNADConfigBytes), then the NAD policy of the
 // object's namespace, then cni.Parse. A refusal names the NAD, the key and
-// the policy key, wraps hook.ErrBadNAD and a *nadpolicy.Violation
+// the policy key, wraps plan.ErrBadNAD and a *nadpolicy.Violation
 // (nadpolicy.ErrRefused), and fails every pod that names the NAD. The
 // result is shared: the Manager copies it before adding per-pod args.
-func (s *NADSource) parse(ref hook.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
+func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
 	key := ref.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,16 +115,16 @@ func (s *NADSource) parse(ref hook.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	p := parsedNAD{resourceVersion: obj.ResourceVersion}
 	raw := []byte(obj.Spec.Config)
 	if err := nadpolicy.CheckSize(raw, s.maxBytes); err != nil {
-		p.err = fmt.Errorf("%w %s: %w", hook.ErrBadNAD, ref, err)
+		p.err = fmt.Errorf("%w %s: %w", plan.ErrBadNAD, ref, err)
 	} else if strings.TrimSpace(obj.Spec.Config) == "" {
 		// NPWG: no config means the CNI config of the object's name in the
 		// node's config dir (nri-cni's confDir), which the admin wrote:
 		// not subject to the policy.
 		p.net = &cni.Network{Name: obj.Name}
 	} else if err := s.policy.Check(ref.Namespace, raw); err != nil {
-		p.err = fmt.Errorf("%w %s: %w", hook.ErrBadNAD, ref, err)
+		p.err = fmt.Errorf("%w %s: %w", plan.ErrBadNAD, ref, err)
 	} else if n, err := cni.Parse(raw); err != nil {
-		p.err = fmt.Errorf("%w %s: spec.config: %w", hook.ErrBadNAD, ref, err)
+		p.err = fmt.Errorf("%w %s: spec.config: %w", plan.ErrBadNAD, ref, err)
 	} else {
 		n.File = "NetworkAttachmentDefinition " + key
 		p.net = n

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/nadpolicy"
+	"github.com/nri-cni/nri-cni/plan"
 )
 
 // waitFor is generous: the machine is loaded.
@@ -80,9 +80,9 @@ func runSourceWith(t *testing.T, client nadFake, p *nadpolicy.Policy, maxBytes i
 
 func TestNADSourceNotSyncedIsItsOwnError(t *testing.T) {
 	src := NewNADSource(newNADFake(t, nad("ns1", "a", conflistA)), 0, nil, 0)
-	_, err := src.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
-	assert.ErrorIs(t, err, hook.ErrSourceNotSynced)
-	assert.NotErrorIs(t, err, hook.ErrNoSuchNAD)
+	_, err := src.Network(plan.NADRef{Namespace: "ns1", Name: "a"})
+	assert.ErrorIs(t, err, plan.ErrSourceNotSynced)
+	assert.NotErrorIs(t, err, plan.ErrNoSuchNAD)
 	assert.Contains(t, err.Error(), "not synced")
 }
 
@@ -92,30 +92,30 @@ func TestNADSourceResolvesFromTheCache(t *testing.T) {
 	src := runSource(t, client)
 	before := len(client.Actions())
 
-	n, err := src.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
+	n, err := src.Network(plan.NADRef{Namespace: "ns1", Name: "a"})
 	require.NoError(t, err)
 	assert.Equal(t, "net-a", n.Name, "the CNI name comes from spec.config")
 	require.Len(t, n.List.Plugins, 2)
 	assert.True(t, n.Declares("mac"))
 	assert.False(t, n.Declares("ips"))
 
-	n, err = src.Network(hook.NADRef{Namespace: "ns1", Name: "b"})
+	n, err = src.Network(plan.NADRef{Namespace: "ns1", Name: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, "net-b", n.Name, "a single-plugin config becomes a one-plugin list")
 	require.Len(t, n.List.Plugins, 1)
 
-	n, err = src.Network(hook.NADRef{Namespace: "ns2", Name: "local"})
+	n, err = src.Network(plan.NADRef{Namespace: "ns2", Name: "local"})
 	require.NoError(t, err)
 	assert.Equal(t, "local", n.Name)
 	assert.Nil(t, n.List, "empty spec.config: the confDir network of the object's name")
 
-	_, err = src.Network(hook.NADRef{Namespace: "ns2", Name: "a"})
-	assert.ErrorIs(t, err, hook.ErrNoSuchNAD)
+	_, err = src.Network(plan.NADRef{Namespace: "ns2", Name: "a"})
+	assert.ErrorIs(t, err, plan.ErrNoSuchNAD)
 	assert.Contains(t, err.Error(), "ns2/a")
 
 	for _, name := range []string{"broken", "garbage"} {
-		_, err = src.Network(hook.NADRef{Namespace: "ns1", Name: name})
-		assert.ErrorIs(t, err, hook.ErrBadNAD)
+		_, err = src.Network(plan.NADRef{Namespace: "ns1", Name: name})
+		assert.ErrorIs(t, err, plan.ErrBadNAD)
 		assert.Contains(t, err.Error(), "ns1/"+name+": spec.config")
 	}
 	assert.Len(t, client.Actions(), before, "lookups never call the API")
@@ -124,7 +124,7 @@ func TestNADSourceResolvesFromTheCache(t *testing.T) {
 func TestNADSourceFollowsUpdatesAndDeletes(t *testing.T) {
 	client := newNADFake(t, nad("ns1", "a", conflistA))
 	src := runSource(t, client)
-	ref := hook.NADRef{Namespace: "ns1", Name: "a"}
+	ref := plan.NADRef{Namespace: "ns1", Name: "a"}
 	first, err := src.Network(ref)
 	require.NoError(t, err)
 
@@ -142,7 +142,7 @@ func TestNADSourceFollowsUpdatesAndDeletes(t *testing.T) {
 	require.NoError(t, client.K8sCniCncfIoV1().NetworkAttachmentDefinitions("ns1").Delete(ctx, "a", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
 		_, err := src.Network(ref)
-		return err != nil && assert.ErrorIs(t, err, hook.ErrNoSuchNAD)
+		return err != nil && assert.ErrorIs(t, err, plan.ErrNoSuchNAD)
 	}, waitFor, 10*time.Millisecond)
 }
 
@@ -165,9 +165,9 @@ func TestNADSourceEnforcesThePolicy(t *testing.T) {
 		{"strict", "a", []string{"strict/a", `spec.config.plugins[0].bridge: "br-a" is not an allowed bridge`, "kubernetes.nadPolicy.namespaces.strict.bridges"}},
 	} {
 		t.Run(tc.ns+"/"+tc.name, func(t *testing.T) {
-			_, err := src.Network(hook.NADRef{Namespace: tc.ns, Name: tc.name})
+			_, err := src.Network(plan.NADRef{Namespace: tc.ns, Name: tc.name})
 			require.Error(t, err)
-			assert.ErrorIs(t, err, hook.ErrBadNAD)
+			assert.ErrorIs(t, err, plan.ErrBadNAD)
 			assert.ErrorIs(t, err, nadpolicy.ErrRefused)
 			var v *nadpolicy.Violation
 			assert.ErrorAs(t, err, &v)
@@ -176,10 +176,10 @@ func TestNADSourceEnforcesThePolicy(t *testing.T) {
 			}
 		})
 	}
-	n, err := src.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
+	n, err := src.Network(plan.NADRef{Namespace: "ns1", Name: "a"})
 	require.NoError(t, err, "the same config is allowed where the rule allows it")
 	assert.Equal(t, "net-a", n.Name)
-	n, err = src.Network(hook.NADRef{Namespace: "strict", Name: "local"})
+	n, err = src.Network(plan.NADRef{Namespace: "strict", Name: "local"})
 	require.NoError(t, err, "an empty spec.config is the admin's confDir network: never judged")
 	assert.Nil(t, n.List)
 }
@@ -188,7 +188,7 @@ func TestNADSourceEnforcesThePolicy(t *testing.T) {
 func TestNADSourceVerdictFollowsUpdates(t *testing.T) {
 	client := newNADFake(t, nad("ns1", "a", `{"cniVersion":"1.0.0","name":"a","type":"bridge","bridge":"cni0"}`))
 	src := runSource(t, client)
-	ref := hook.NADRef{Namespace: "ns1", Name: "a"}
+	ref := plan.NADRef{Namespace: "ns1", Name: "a"}
 	_, err := src.Network(ref)
 	require.ErrorIs(t, err, nadpolicy.ErrRefused)
 	_, again := src.Network(ref)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/attach"
 )
 
 // AnnotationNetworkStatus is the NPWG network-status annotation.
@@ -30,7 +30,7 @@ const (
 	fieldManager       = "nri-cni"
 )
 
-// StatusWriter is hook.StatusSink: it queues each pod's latest network
+// StatusWriter is attach.StatusSink: it queues each pod's latest network
 // status and writes it from its own workers — never inside the runtime's
 // request — with a merge patch of the one annotation, guarded by the pod's
 // UID, retried with per-pod exponential backoff while the API server fails.
@@ -49,7 +49,7 @@ type StatusWriter struct {
 // pendingStatus is the latest status of a pod (keyed by UID) not yet
 // written; seq tells a newer one from the one a worker took.
 type pendingStatus struct {
-	pn  hook.PodNetworks
+	pn  attach.PodNetworks
 	seq uint64
 }
 
@@ -74,8 +74,8 @@ func NewStatusWriter(client kubernetes.Interface, recorder record.EventRecorder,
 	return &StatusWriter{client: client, recorder: recorder, log: log, queue: q, pending: map[string]pendingStatus{}}
 }
 
-// PodNetworks implements hook.StatusSink: it queues and returns.
-func (w *StatusWriter) PodNetworks(pn hook.PodNetworks) {
+// PodNetworks implements attach.StatusSink: it queues and returns.
+func (w *StatusWriter) PodNetworks(pn attach.PodNetworks) {
 	w.mu.Lock()
 	w.seq++
 	w.pending[pn.UID] = pendingStatus{pn: pn, seq: w.seq}
@@ -83,9 +83,9 @@ func (w *StatusWriter) PodNetworks(pn hook.PodNetworks) {
 	w.queue.Add(pn.UID)
 }
 
-// AttachFailed implements hook.StatusSink: a Warning Event on the pod
+// AttachFailed implements attach.StatusSink: a Warning Event on the pod
 // (the recorder queues it; it never blocks).
-func (w *StatusWriter) AttachFailed(f hook.AttachFailure) {
+func (w *StatusWriter) AttachFailed(f attach.AttachFailure) {
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
 	if f.Network != "" {
 		w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching network %s failed: %v", f.Network, f.Err)
@@ -94,9 +94,9 @@ func (w *StatusWriter) AttachFailed(f hook.AttachFailure) {
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching networks failed: %v", f.Err)
 }
 
-// CheckFailed implements hook.DriftSink: a Warning Event on the pod whose
+// CheckFailed implements attach.DriftSink: a Warning Event on the pod whose
 // attachment failed CNI CHECK.
-func (w *StatusWriter) CheckFailed(f hook.AttachFailure) {
+func (w *StatusWriter) CheckFailed(f attach.AttachFailure) {
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonCheckFailed,
 		"nri-cni: network %s failed CNI CHECK (not repaired; recreate the pod to get it back): %v", f.Network, f.Err)
@@ -169,7 +169,7 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 
 // write patches the pod's network-status annotation, and nothing else, if
 // the pod still has pn's UID.
-func (w *StatusWriter) write(ctx context.Context, pn hook.PodNetworks) error {
+func (w *StatusWriter) write(ctx context.Context, pn attach.PodNetworks) error {
 	pt, patch, err := statusPatch(pn)
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ type dns struct {
 }
 
 // NetworkStatusJSON renders the annotation's value.
-func NetworkStatusJSON(pn hook.PodNetworks) (string, error) {
+func NetworkStatusJSON(pn attach.PodNetworks) (string, error) {
 	entries := make([]networkStatus, 0, len(pn.Networks))
 	for _, n := range pn.Networks {
 		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Default: n.Default, DefaultRoute: n.Gateways}
@@ -227,7 +227,7 @@ func NetworkStatusJSON(pn hook.PodNetworks) (string, error) {
 // annotation. For a static pod, whose API object is its mirror pod with a
 // UID of its own: a JSON patch whose test operation requires the mirror's
 // kubernetes.io/config.mirror annotation to name the static pod's UID.
-func statusPatch(pn hook.PodNetworks) (types.PatchType, []byte, error) {
+func statusPatch(pn attach.PodNetworks) (types.PatchType, []byte, error) {
 	value, err := NetworkStatusJSON(pn)
 	if err != nil {
 		return "", nil, err

@@ -22,7 +22,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -37,8 +38,8 @@ func testPod() *corev1.Pod {
 		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"keep": "me"}}}
 }
 
-func sample() hook.PodNetworks {
-	return hook.PodNetworks{Namespace: "ns1", Name: "web", UID: "uid-web", SandboxID: "sb1", Networks: []hook.NetworkStatus{
+func sample() attach.PodNetworks {
+	return attach.PodNetworks{Namespace: "ns1", Name: "web", UID: "uid-web", SandboxID: "sb1", Networks: []attach.NetworkStatus{
 		{Name: "kindnet", Interface: "eth0", IPs: []string{"10.244.0.7"}, Default: true},
 		{Name: "ns1/macvlan", Interface: "net1", IPs: []string{"10.1.0.5", "fd00::5"}, Mac: "02:00:00:00:00:05",
 			DNS: &state.DNS{Nameservers: []string{"10.1.0.1"}, Search: []string{"corp"}}},
@@ -209,9 +210,9 @@ func TestStatusLatestWinsPerPod(t *testing.T) {
 func TestAttachFailedIsAWarningEvent(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	w := NewStatusWriter(fake.NewClientset(), rec, quietLog(), StatusOptions{})
-	w.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/macvlan",
+	w.AttachFailed(attach.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/macvlan",
 		Err: errors.New(`network "macvlan": plugin type="macvlan" failed (add): no master`)})
-	w.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Err: hook.ErrSourceNotSynced})
+	w.AttachFailed(attach.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Err: plan.ErrSourceNotSynced})
 	assert.Equal(t, `Warning NetworkAttachFailed nri-cni: attaching network ns1/macvlan failed: network "macvlan": plugin type="macvlan" failed (add): no master`, <-rec.Events)
 	assert.Contains(t, <-rec.Events, "Warning NetworkAttachFailed nri-cni: attaching networks failed: the NetworkAttachmentDefinition cache has not synced")
 }
@@ -225,12 +226,12 @@ func TestStartWiresSourceStatusAndEvents(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, waitFor)
 	defer wcancel()
 	require.NoError(t, m.Source.WaitForSync(wctx))
-	_, err := m.Source.Network(hook.NADRef{Namespace: "ns1", Name: "a"})
+	_, err := m.Source.Network(plan.NADRef{Namespace: "ns1", Name: "a"})
 	require.NoError(t, err)
 
-	var sink hook.StatusSink = m.Status
+	var sink attach.StatusSink = m.Status
 	sink.PodNetworks(sample())
-	sink.AttachFailed(hook.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/a", Err: errors.New("boom")})
+	sink.AttachFailed(attach.AttachFailure{Namespace: "ns1", Name: "web", UID: "uid-web", Network: "ns1/a", Err: errors.New("boom")})
 	require.Eventually(t, func() bool {
 		got, _ := annotation(t, core)
 		evs, err := core.CoreV1().Events("ns1").List(ctx, metav1.ListOptions{})

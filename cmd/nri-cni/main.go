@@ -1,17 +1,12 @@
 // Command nri-cni binds CNI networks to the container lifecycle: as an NRI
 // plugin (external daemon or pre-launched by the runtime) and as an OCI hook.
+// It links no Kubernetes API client: Kubernetes mode is nri-cni-k8s.
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/nri-cni/nri-cni/cmd/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := (&app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}).run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(cli.Main(os.Args[1:], nil)) }

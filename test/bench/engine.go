@@ -12,9 +12,9 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/harness"
@@ -24,7 +24,7 @@ import (
 // raw libcni client over the same config, and a netns to run in.
 type chain struct {
 	name  string
-	mgr   *hook.Manager
+	mgr   *attach.Manager
 	raw   *libcni.CNIConfig
 	list  *libcni.NetworkConfigList
 	netns ns.NetNS
@@ -57,7 +57,7 @@ func newChain(ctx context.Context, e *env, name string, conf []byte, bridge stri
 	}
 	quiet := logrus.New()
 	quiet.SetLevel(logrus.ErrorLevel)
-	c := &chain{name: name, mgr: hook.NewManager(cfg, engine, resolver, store, logrus.NewEntry(quiet)),
+	c := &chain{name: name, mgr: attach.New(cfg, attach.Deps{Engine: engine, Netns: resolver, Store: store, Log: logrus.NewEntry(quiet)}),
 		raw:  libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, filepath.Join(dir, "raw-cache"), nil),
 		list: engine.Networks()[0].List}
 	if c.netns, err = testutils.NewNS(); err != nil {
@@ -93,7 +93,7 @@ func (c *chain) rawPair(ctx context.Context, id string) (time.Duration, error) {
 
 // ourPair runs nri-cni's Attach + Detach (netns checks, records, locks).
 func (c *chain) ourPair(ctx context.Context, id string) (time.Duration, error) {
-	sb := hook.Sandbox{ID: id, Kind: "pod", Pinned: c.netns.Path(),
+	sb := attach.Sandbox{ID: id, Kind: "pod", Pinned: c.netns.Path(),
 		Pod: cni.PodIdentity{Namespace: "bench", Name: "pod-" + id, UID: "uid-" + id, InfraID: id}}
 	start := time.Now()
 	if _, err := c.mgr.Attach(ctx, sb); err != nil {

@@ -15,10 +15,12 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
@@ -101,12 +103,12 @@ func newMultiNet(ctx context.Context, e *env, kind string, k int, parallel bool)
 	}
 	quiet := logrus.New()
 	quiet.SetLevel(logrus.ErrorLevel)
-	mgr := hook.NewManager(cfg, engine, resolver, store, logrus.NewEntry(quiet))
+	mgr := attach.New(cfg, attach.Deps{Engine: engine, Netns: resolver, Store: store, Log: logrus.NewEntry(quiet)})
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = hook.RunExternal(pctx, hook.NewPlugin(mgr, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
+		_ = nriplugin.RunExternal(pctx, nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
 	}()
 	c.stop = func() { cancel(); <-done }
 	return c, c.rs.waitPlugin()

@@ -97,7 +97,7 @@ func TestDeployImage(t *testing.T) {
 	}
 	out2, err := run(nil, "version")
 	require.NoError(t, err, out2)
-	assert.Equal(t, "nri-cni "+img.Version, strings.SplitN(out2, "\n", 2)[0], "-X main.version reached the binary")
+	assert.Equal(t, "nri-cni "+img.Version+" (with Kubernetes mode)", strings.SplitN(out2, "\n", 2)[0], "-X …/cli.version reached the image's binary, nri-cni-k8s")
 
 	dst := t.TempDir()
 	out2, err = run([]string{"--mount", "type=bind,src=" + dst + ",dst=/out,options=rbind:rw"},

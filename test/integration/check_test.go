@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/reconcile"
 )
 
 // TestDriftCheckOnASharedBridge: pods leaving a bridge change its MAC (a
@@ -38,8 +38,8 @@ func TestDriftCheckOnASharedBridge(t *testing.T) {
 		require.NoError(t, e.stop(pods[j]))
 		require.NoError(t, e.remove(pods[j]))
 		pods = append(pods[:j], pods[j+1:]...)
-		res := e.mgr.CheckAttachments(ctx)
-		assert.Equal(t, hook.CheckResult{Checked: len(pods)}, res, "no drift while other pods come and go")
+		res := reconcile.CheckAttachments(ctx, e.mgr)
+		assert.Equal(t, reconcile.CheckResult{Checked: len(pods)}, res, "no drift while other pods come and go")
 		checked += res.Checked
 	}
 	t.Logf("%d checks after pods left the bridge, none failed", checked)
@@ -52,7 +52,7 @@ func TestDriftCheckOnASharedBridge(t *testing.T) {
 		}
 		return netlink.LinkDel(l)
 	}))
-	assert.Equal(t, hook.CheckResult{Checked: 1, Failed: 1}, e.mgr.CheckAttachments(ctx))
+	assert.Equal(t, reconcile.CheckResult{Checked: 1, Failed: 1}, reconcile.CheckAttachments(ctx, e.mgr))
 	require.NoError(t, e.stop(pods[0]))
 	require.NoError(t, e.remove(pods[0]))
 	assert.Empty(t, e.ipamFiles())

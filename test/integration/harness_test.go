@@ -18,9 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
@@ -36,7 +38,7 @@ type env struct {
 	record   string
 	cfg      config.Config
 	runtime  *adaptation.Adaptation
-	mgr      *hook.Manager
+	mgr      *attach.Manager
 	netName  string
 	waitSync func()
 
@@ -178,11 +180,11 @@ func (e *env) installDropIn() {
 
 // offlineManager reads the same state and cache as the launched plugin, for
 // assertions.
-func (e *env) offlineManager() *hook.Manager {
+func (e *env) offlineManager() *attach.Manager {
 	store, err := state.Open(e.cfg.StateDir)
 	require.NoError(e.t, err)
 	engine := cni.New(cni.Options{ConfDir: e.cfg.ConfDir, BinDirs: e.cfg.BinDirs, CacheDir: e.cfg.CacheDir})
-	return hook.NewManager(e.cfg, engine, nil, store, nil)
+	return attach.New(e.cfg, attach.Deps{Engine: engine, Store: store})
 }
 
 func (e *env) startRuntime() {
@@ -231,14 +233,14 @@ func (e *env) startPlugin() {
 	log := logrus.NewEntry(logger).WithField("test", t.Name())
 	var skipped []error
 	var err error
-	e.mgr, skipped, err = hook.Build(context.Background(), e.cfg, log, false)
+	e.mgr, skipped, err = attach.Build(context.Background(), e.cfg, false, attach.Deps{Log: log})
 	require.NoError(t, err)
 	require.Empty(t, skipped)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = hook.RunExternal(ctx, hook.NewPlugin(e.mgr, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
+		_ = nriplugin.RunExternal(ctx, nriplugin.New(&nriplugin.Engine{Manager: e.mgr, Resync: reconcile.NewResyncer(e.mgr)}, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	e.waitSync()

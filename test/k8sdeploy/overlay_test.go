@@ -86,7 +86,7 @@ func TestDaemonSetOpsRefuses(t *testing.T) {
 			b.Container(deploy.ContainerName).LivenessProbe = nil
 		}},
 		{"probe without --addr", "liveness probe has no --addr", func(b *deploy.Base) {
-			b.Container(deploy.ContainerName).LivenessProbe.Exec.Command = []string{"/usr/local/bin/nri-cni", "healthz"}
+			b.Container(deploy.ContainerName).LivenessProbe.Exec.Command = []string{"/usr/local/bin/nri-cni-k8s", "healthz"}
 		}},
 		{"no nri-cni container", "no container " + deploy.ContainerName, func(b *deploy.Base) {
 			b.Container(deploy.ContainerName).Name = "other"

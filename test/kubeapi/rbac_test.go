@@ -18,8 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nri-cni/nri-cni/hook"
+	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/test/cluster"
 )
 
@@ -107,11 +108,11 @@ func checkDaemonCode(ctx context.Context, t *testing.T, c *cluster.Cluster, f *f
 	syncCtx, syncCancel := context.WithTimeout(ctx, waitFor)
 	defer syncCancel()
 	require.NoError(t, m.Source.WaitForSync(syncCtx), "the NAD informer syncs with list+watch")
-	n, err := m.Source.Network(hook.NADRef{Namespace: f.ns, Name: "net"})
+	n, err := m.Source.Network(plan.NADRef{Namespace: f.ns, Name: "net"})
 	require.NoError(t, err)
 	assert.Equal(t, "kubeapi-net", n.Name)
 
-	pn := hook.PodNetworks{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID), Networks: []hook.NetworkStatus{
+	pn := attach.PodNetworks{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID), Networks: []attach.NetworkStatus{
 		{Name: "default", Interface: "eth0", IPs: []string{"10.0.0.9"}, Default: true},
 		{Name: f.ns + "/net", Interface: "net1", IPs: []string{"10.250.0.2"}, Mac: "02:00:00:00:00:02"},
 	}}
@@ -123,7 +124,7 @@ func checkDaemonCode(ctx context.Context, t *testing.T, c *cluster.Cluster, f *f
 		return err == nil && p.Annotations[kube.AnnotationNetworkStatus] == want
 	}, waitFor, 100*time.Millisecond, "kube.StatusWriter's patch never landed")
 
-	m.Status.AttachFailed(hook.AttachFailure{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID),
+	m.Status.AttachFailed(attach.AttachFailure{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID),
 		Network: f.ns + "/net", Err: errors.New("plugin type=\"bridge\" failed (add): test")})
 	require.Eventually(t, func() bool {
 		evs, err := c.Client.CoreV1().Events(f.ns).List(ctx, metav1.ListOptions{})

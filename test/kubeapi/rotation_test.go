@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/hook"
 	"github.com/nri-cni/nri-cni/kube"
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
@@ -72,7 +72,7 @@ func checkTokenRotation(ctx context.Context, t *testing.T, c *cluster.Cluster, i
 		kube.Options{Status: kube.StatusOptions{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}})
 
 	write := func(ip string) string {
-		pn := hook.PodNetworks{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID), Networks: []hook.NetworkStatus{
+		pn := attach.PodNetworks{Namespace: f.ns, Name: f.here.Name, UID: string(f.here.UID), Networks: []attach.NetworkStatus{
 			{Name: "default", Interface: "eth0", IPs: []string{ip}, Default: true}}}
 		want, err := kube.NetworkStatusJSON(pn)
 		require.NoError(t, err)

@@ -26,7 +26,7 @@ func main() {
 	out := fs.String("out", build.DefaultOut, "docker-archive tar to write")
 	tag := fs.String("tag", build.DefaultTag, "image reference")
 	version := fs.String("version", "dev", "version compiled into nri-cni and set as the image's version label")
-	binOut := fs.String("bin", "bin/nri-cni", "where to build the nri-cni binary")
+	binOut := fs.String("bin", "bin/nri-cni-k8s", "where to build the nri-cni-k8s binary (nri-cni with Kubernetes mode)")
 	cniDir := fs.String("cni-dir", "", "CNI plugin directory (default: the pinned plugins from test/tools/install.sh cni)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)

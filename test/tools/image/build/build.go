@@ -1,5 +1,5 @@
 // Package build assembles nri-cni's container image: a scratch-based image
-// holding the static nri-cni binary and the CNI plugins the DaemonSet's init
+// holding the static nri-cni-k8s binary (nri-cni with Kubernetes mode) and the CNI plugins the DaemonSet's init
 // container installs on the node. It writes a docker-archive tar that
 // `ctr images import` and `kind load image-archive` accept. It is shared by
 // `make image` (test/tools/image) and the e2e tests, so both take one path.
@@ -20,8 +20,9 @@ import (
 // Paths and names inside the image. The DaemonSet (deploy/base) relies on
 // them; test/deploy checks that it does.
 const (
-	// BinaryPath is nri-cni inside the image (entrypoint and liveness probe).
-	BinaryPath = "/usr/local/bin/nri-cni"
+	// BinaryPath is nri-cni-k8s (nri-cni with Kubernetes mode) inside the
+	// image (entrypoint and liveness probe).
+	BinaryPath = "/usr/local/bin/nri-cni-k8s"
 	// PluginDir holds the CNI plugins shipped for `nri-cni install-plugins`.
 	PluginDir = "/opt/nri-cni/cni-bin"
 	// DefaultTag is the reference deploy/base/daemonset.yaml uses.
@@ -48,9 +49,9 @@ type Options struct {
 	Out string
 	// Tag is the image reference written into the archive.
 	Tag string
-	// Version goes into -X main.version and the version label ("dev" if empty).
+	// Version goes into -X …/cmd/internal/cli.version and the version label ("dev" if empty).
 	Version string
-	// BinOut is where nri-cni is built (default <RepoRoot>/bin/nri-cni).
+	// BinOut is where nri-cni-k8s is built (default <RepoRoot>/bin/nri-cni-k8s).
 	BinOut string
 	// CNIDir holds the plugin binaries; empty: run test/tools/install.sh cni
 	// and use the CNI_BIN_DIR it prints.
@@ -87,7 +88,7 @@ func Build(ctx context.Context, o Options) (Result, error) {
 		o.Arch = runtime.GOARCH
 	}
 	if o.BinOut == "" {
-		o.BinOut = filepath.Join(o.RepoRoot, "bin", "nri-cni")
+		o.BinOut = filepath.Join(o.RepoRoot, "bin", "nri-cni-k8s")
 	}
 	logf := o.Log
 	if logf == nil {
@@ -120,18 +121,18 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	return Result{Out: o.Out, Tag: o.Tag, Binary: o.BinOut, CNIDir: o.CNIDir, Digest: digest, Version: o.Version}, nil
 }
 
-// GoBuild builds ./cmd/nri-cni the way the main Makefile's build target
-// does: CGO_ENABLED=0, -trimpath, -ldflags "-s -w -X main.version=…".
+// GoBuild builds ./cmd/nri-cni-k8s the way the main Makefile's build target
+// does: CGO_ENABLED=0, -trimpath, -ldflags "-s -w -X …/cmd/internal/cli.version=…".
 func GoBuild(ctx context.Context, repoRoot, out, version, arch string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X main.version="+version, "-o", out, "./cmd/nri-cni")
+		"-ldflags", "-s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version="+version, "-o", out, "./cmd/nri-cni-k8s")
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/nri-cni: %w\n%s", err, b)
+		return fmt.Errorf("go build ./cmd/nri-cni-k8s: %w\n%s", err, b)
 	}
 	return nil
 }

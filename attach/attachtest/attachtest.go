@@ -1,0 +1,350 @@
+// Package attachtest builds attachment engines for tests: a Manager over the
+// recording CNI plugin (test/fakes/cni-recorder) in temp dirs, a fake
+// namespace resolver, and, for Kubernetes mode, a fake NAD source and status
+// sink. Tests of attach, reconcile, nriplugin and ocihook share it. Call
+// Main from the package's TestMain.
+package attachtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+	"github.com/nri-cni/nri-cni/test/testenv"
+)
+
+// recorderDir holds the recording plugin, built once per test binary (Main).
+var recorderDir string
+
+// Main is a TestMain body: it builds the recording plugin, runs the tests
+// and cleans up.
+func Main(m *testing.M) int { return testenv.MainWithRecorder(m, &recorderDir, "") }
+
+// RecorderDir is where Main built the recording plugin.
+func RecorderDir() string { return recorderDir }
+
+// Netns resolves every pid to /fake/netns/<pid> unless told otherwise;
+// Check succeeds for the paths in Live. Lock Mu to change the fields while
+// the engine runs.
+type Netns struct {
+	Mu         sync.Mutex
+	ResolveErr error
+	Live       map[string]netns.ID
+	DeadPids   map[uint32]bool
+	// LinksIn are the interfaces in the namespace at a path.
+	LinksIn map[string][]string
+}
+
+// NewNetns returns an empty fake resolver.
+func NewNetns() *Netns {
+	return &Netns{Live: map[string]netns.ID{}, DeadPids: map[uint32]bool{}, LinksIn: map[string][]string{}}
+}
+
+// Resolve implements attach.NetnsResolver.
+func (f *Netns) Resolve(pid uint32, pinned string) (netns.Netns, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.ResolveErr != nil {
+		return netns.Netns{}, f.ResolveErr
+	}
+	p := pinned
+	if p == "" {
+		p = fmt.Sprintf("/fake/netns/%d", pid)
+	}
+	id := netns.ID{Dev: 4, Ino: uint64(len(f.Live) + 1)}
+	if old, ok := f.Live[p]; ok {
+		id = old
+	}
+	f.Live[p] = id
+	return netns.Netns{Path: p, ID: id}, nil
+}
+
+// ResolveRunning: the pid must be > 0 and its (fake) netns the pinned one,
+// which must be live; pids in DeadPids are gone.
+func (f *Netns) ResolveRunning(pid uint32, pinned string) (netns.Netns, error) {
+	f.Mu.Lock()
+	dead := f.DeadPids[pid]
+	f.Mu.Unlock()
+	if pid == 0 || dead {
+		return netns.Netns{}, fmt.Errorf("pid %d: %w", pid, netns.ErrNoNetns)
+	}
+	return f.Check(pinned)
+}
+
+// Check implements attach.NetnsResolver.
+func (f *Netns) Check(path string) (netns.Netns, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	id, ok := f.Live[path]
+	if !ok {
+		return netns.Netns{}, os.ErrNotExist
+	}
+	return netns.Netns{Path: path, ID: id}, nil
+}
+
+// Links implements attach.NetnsResolver.
+func (f *Netns) Links(path string) ([]string, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return f.LinksIn[path], nil
+}
+
+// Kill makes the namespace at path vanish.
+func (f *Netns) Kill(path string) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	delete(f.Live, path)
+}
+
+// Fixture is a Manager over the recording plugin, in temp dirs.
+type Fixture struct {
+	T        testing.TB
+	Mgr      *attach.Manager
+	Netns    *Netns
+	Cfg      config.Config
+	ConfDir  string
+	Record   string // the recording plugin's call log
+	CacheDir string
+	// Src and Sink are Kubernetes mode's (NewKube); nil otherwise.
+	Src  *Source
+	Sink *Sink
+	// Routes, if set before Reconfigure, replaces netns.SetDefaultRoutes
+	// (the fake namespaces are not real).
+	Routes func(path, ifname string, gateways []net.IP) error
+	// Multus, if set before Reconfigure, says Multus is the node's primary
+	// network (the config file's path) or not ("").
+	Multus func() string
+}
+
+// RecorderNet is a network config of the recording plugin.
+func RecorderNet(name, record string, extra map[string]any) map[string]any {
+	plugin := map[string]any{"type": "cni-recorder", "recordFile": record, "ip": "10.99.0.5/24"}
+	for k, v := range extra {
+		plugin[k] = v
+	}
+	return map[string]any{"cniVersion": "1.1.0", "name": name, "plugins": []any{plugin}}
+}
+
+// New writes the given networks (name -> plugin extras) and attaches them
+// in the order given.
+func New(t testing.TB, nets []string, extras map[string]map[string]any) *Fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &Fixture{T: t, Netns: NewNetns(), ConfDir: filepath.Join(root, "net.d"),
+		Record: filepath.Join(root, "calls.jsonl"), CacheDir: filepath.Join(root, "cache")}
+	require.NoError(t, os.MkdirAll(f.ConfDir, 0o755))
+	for i, n := range nets {
+		testenv.WriteJSON(t, filepath.Join(f.ConfDir, fmt.Sprintf("%02d-%s.conflist", i, n)), RecorderNet(n, f.Record, extras[n]))
+	}
+	f.Cfg = config.Default()
+	f.Cfg.ConfDir, f.Cfg.BinDirs, f.Cfg.CacheDir, f.Cfg.StateDir = f.ConfDir, []string{recorderDir}, f.CacheDir, filepath.Join(root, "state")
+	f.Cfg.Networks = nets
+	store, err := state.Open(f.Cfg.StateDir)
+	require.NoError(t, err)
+	engine := cni.New(cni.Options{ConfDir: f.ConfDir, BinDirs: f.Cfg.BinDirs, CacheDir: f.CacheDir})
+	skipped, err := engine.Reload(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, skipped)
+	f.Mgr = attach.New(f.Cfg, attach.Deps{Engine: engine, Netns: f.Netns, Store: store})
+	return f
+}
+
+// Deps are the fixture's dependencies, for a Manager of a changed config.
+func (f *Fixture) Deps() attach.Deps {
+	d := attach.Deps{Engine: f.Mgr.Engine(), Netns: f.Netns, Store: f.Mgr.Store(), Routes: f.Routes, Multus: f.Multus}
+	if f.Src != nil {
+		d.NADs, d.Sink = f.Src, f.Sink
+	}
+	return d
+}
+
+// Reconfigure rebuilds the Manager after change (unvalidated: the engine
+// must hold its rules even for a config Validate would refuse).
+func (f *Fixture) Reconfigure(change func(*config.Config)) {
+	change(&f.Cfg)
+	f.Mgr = attach.New(f.Cfg, f.Deps())
+}
+
+// Calls are the recording plugin's calls so far.
+func (f *Fixture) Calls() []testenv.Call { return testenv.ReadCalls(f.T, f.Record) }
+
+// Cmds are the calls as "CMD network ifname".
+func (f *Fixture) Cmds() []string {
+	var out []string
+	for _, c := range f.Calls() {
+		out = append(out, c.Cmd+" "+c.Network+" "+c.IfName)
+	}
+	return out
+}
+
+// AttachCmds is Cmds without the GC calls a resync makes.
+func (f *Fixture) AttachCmds() []string {
+	var out []string
+	for _, c := range f.Cmds() {
+		if !strings.HasPrefix(c, "GC ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Cached counts libcni's cached attachments of id.
+func (f *Fixture) Cached(id string) int {
+	atts, err := f.Mgr.Engine().CachedAttachments(id)
+	require.NoError(f.T, err)
+	return len(atts)
+}
+
+// Pod is a pod sandbox of namespace ns1 with pid.
+func Pod(id string, pid uint32) attach.Sandbox {
+	return attach.Sandbox{ID: id, Kind: "pod", Pid: pid,
+		Pod: cni.PodIdentity{Namespace: "ns1", Name: "pod-" + id, UID: "uid-" + id, InfraID: id}}
+}
+
+// NPWGPod is Pod (pid 42) annotated with the NPWG annotation.
+func NPWGPod(id, annotation string) attach.Sandbox {
+	sb := Pod(id, 42)
+	sb.IPs = []string{"10.244.0.7", "fd00:244::7"}
+	sb.Annotations = map[string]string{plan.AnnotationNPWGNetworks: annotation}
+	return sb
+}
+
+// NewKube is a fixture whose Manager runs in Kubernetes mode with the NPWG
+// annotation on (confDir holds "alpha"), a fake NAD source and a recording
+// status sink.
+func NewKube(t *testing.T, tune func(*config.Config)) *Fixture {
+	t.Helper()
+	f := New(t, []string{"alpha"}, nil)
+	f.Cfg.PodSelection, f.Cfg.RequireAnnotation = true, true
+	f.Cfg.PodCapabilities = config.KnownCapabilities()
+	f.Cfg.Kubernetes = &config.KubernetesConfig{NPWGAnnotation: true, SharedNamespaces: []string{"shared"}}
+	f.Cfg.PodCNIArgs = []string{"vlan", "label", "owner"}
+	if tune != nil {
+		tune(&f.Cfg)
+	}
+	require.NoError(t, f.Cfg.Validate())
+	f.Src, f.Sink = &Source{NADs: map[plan.NADRef]*cni.Network{}}, &Sink{}
+	f.Mgr = attach.New(f.Cfg, f.Deps())
+	return f
+}
+
+// NAD adds a NetworkAttachmentDefinition whose config is the recording
+// plugin's, named cniName, with extra plugin keys.
+func (f *Fixture) NAD(ref plan.NADRef, cniName string, extra map[string]any) *cni.Network {
+	f.T.Helper()
+	data, err := json.Marshal(RecorderNet(cniName, f.Record, extra))
+	require.NoError(f.T, err)
+	n, err := cni.Parse(data)
+	require.NoError(f.T, err)
+	f.Src.Set(ref, n)
+	return n
+}
+
+// Source is a plan.NADSource over a map; Unsynced answers
+// plan.ErrSourceNotSynced. It counts lookups (all from memory).
+type Source struct {
+	Mu       sync.Mutex
+	Unsynced bool
+	NADs     map[plan.NADRef]*cni.Network
+	Lookups  int
+}
+
+// Network implements plan.NADSource.
+func (s *Source) Network(ref plan.NADRef) (*cni.Network, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Lookups++
+	if s.Unsynced {
+		return nil, plan.ErrSourceNotSynced
+	}
+	n, ok := s.NADs[ref]
+	if !ok {
+		return nil, plan.ErrNoSuchNAD
+	}
+	return n, nil
+}
+
+// Set adds (n nil: removes) a NetworkAttachmentDefinition.
+func (s *Source) Set(ref plan.NADRef, n *cni.Network) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if n == nil {
+		delete(s.NADs, ref)
+		return
+	}
+	s.NADs[ref] = n
+}
+
+// Sink records what the Manager reports.
+type Sink struct {
+	mu       sync.Mutex
+	status   []attach.PodNetworks
+	failures []attach.AttachFailure
+}
+
+// PodNetworks implements attach.StatusSink.
+func (s *Sink) PodNetworks(p attach.PodNetworks) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = append(s.status, p)
+}
+
+// AttachFailed implements attach.StatusSink.
+func (s *Sink) AttachFailed(f attach.AttachFailure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, f)
+}
+
+// Snapshot returns what was reported so far.
+func (s *Sink) Snapshot() ([]attach.PodNetworks, []attach.AttachFailure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]attach.PodNetworks(nil), s.status...), append([]attach.AttachFailure(nil), s.failures...)
+}
+
+// WithDeadline is a request context as the runtime gives one.
+func WithDeadline(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// WaitFor runs f and fails the test if it has not returned within limit:
+// for calls that, broken, block forever (not a performance assertion).
+func WaitFor(t testing.TB, limit time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("%s: still blocked after %s", what, limit)
+	}
+}
+
+// DELs are the DEL calls among cmds (Cmds).
+func DELs(cmds []string) []string {
+	var out []string
+	for _, c := range cmds {
+		if strings.HasPrefix(c, "DEL ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}

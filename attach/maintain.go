@@ -1,0 +1,257 @@
+package attach
+
+// The engine's side of the reconcilers (package reconcile drives them): one
+// sandbox at a time, each under its lock taken with a bounded wait
+// (BackgroundLockWait) so a stuck sandbox is skipped, never waited for.
+//   - A record whose sandbox is gone is torn down and dropped (Collect).
+//   - An unreadable record fails closed: it is rebuilt from libcni's cache
+//     (nri-cni marks what it ADDs, NetworkAttachmentDefinitions included)
+//     and judged like any record: kept (and rewritten) while its sandbox
+//     lives, torn down when it is gone. Nothing of it is DELed while the
+//     sandbox lives.
+//   - A cached attachment of nri-cni's that no record claims is DELed under
+//     its sandbox's lock, after checking again that no record claims it (an
+//     attach records before it ADDs, under that lock).
+//   - libcni's GC (CNI 1.1 GC with the attachments still valid) must not
+//     overlap any ADD or DEL: it runs under the exclusive GC lock, polled
+//     for, never queued for, and skipped if it does not come in time.
+//   - CHECK compares an attachment with what its ADD set up, and reports
+//     drift; it never repairs (a new ADD could change the pod's address).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// gcExclusiveWait bounds the wait for the exclusive GC lock (libcni's GC).
+const gcExclusiveWait = 2 * time.Second
+
+// LiveFunc reports whether the sandbox of rec still exists.
+type LiveFunc func(rec *state.Record) bool
+
+// Outcome is what Collect did with a sandbox.
+type Outcome int
+
+// Outcomes of Collect.
+const (
+	Kept     Outcome = iota // its sandbox lives
+	TornDown                // gone: torn down and dropped
+	Repaired                // an unreadable record of a live sandbox, rebuilt from libcni's cache
+	Busy                    // another operation held it: skipped this time
+	Vanished                // no record any more (torn down meanwhile)
+	Failed                  // the teardown failed: kept for the next pass
+)
+
+// Collect tears down and drops the record of id if, under its lock, live
+// says its sandbox is gone; an unreadable record is rebuilt from libcni's
+// cache first (and kept, rewritten, if its sandbox lives).
+func (m *Manager) Collect(ctx context.Context, id string, live LiveFunc) (Outcome, error) {
+	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	if err != nil {
+		return Busy, nil
+	}
+	defer release()
+	rec, err := m.store.Get(id)
+	repairing := false
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return Vanished, nil
+	case err != nil:
+		if rec, err = m.cni.rebuild(id); err != nil {
+			// Kept as it is: never DEL what may be live.
+			return Failed, fmt.Errorf("unreadable record of %s, and libcni's cache could not rebuild it: %w", id, err)
+		}
+		repairing = true
+	}
+	log := m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
+	if live(rec) {
+		if !repairing {
+			return Kept, nil
+		}
+		if err := m.store.Delete(id); err == nil {
+			err = m.store.Put(rec)
+		}
+		if err != nil {
+			return Failed, fmt.Errorf("rewriting the record of %s: %w", id, err)
+		}
+		log.WithField("networks", len(rec.Networks)).Warn("gc: unreadable record of a live sandbox rebuilt from libcni's cache")
+		return Repaired, nil
+	}
+	if rec.Phase != state.PhaseTornDown {
+		if err := m.cni.teardown(ctx, log, rec, ""); err != nil {
+			return Failed, fmt.Errorf("sandbox %s: %w", rec.ID, err)
+		}
+	}
+	if err := m.store.Delete(rec.ID); err != nil {
+		return Failed, err
+	}
+	if repairing {
+		log.Info("gc: stale sandbox with an unreadable record torn down from libcni's cache")
+	} else {
+		log.Info("gc: stale sandbox torn down")
+	}
+	return TornDown, nil
+}
+
+// CollectCached DELs (empty netns) nri-cni's cached attachments of
+// sandboxes no record (readable or not) names, each sandbox under its
+// lock. It returns how many it DELed and how many sandboxes were busy.
+func (m *Manager) CollectCached(ctx context.Context) (deleted, busy int, errs []error) {
+	atts, err := m.cni.engine.CachedAttachments("")
+	if err != nil {
+		return 0, 0, nil
+	}
+	type stale struct{ network, ifname string }
+	ours := m.cni.oursFilter()
+	byID := map[string][]stale{}
+	var order []string
+	for _, att := range atts {
+		if _, ok := ours(att); !ok {
+			continue
+		}
+		if _, err := m.store.Get(att.ContainerID); !errors.Is(err, state.ErrNotFound) {
+			continue // a record (or an unreadable one) claims it
+		}
+		if byID[att.ContainerID] == nil {
+			order = append(order, att.ContainerID)
+		}
+		byID[att.ContainerID] = append(byID[att.ContainerID], stale{network: att.Network, ifname: att.IfName})
+	}
+	for _, id := range order {
+		release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+		if err != nil {
+			busy++
+			continue
+		}
+		if _, err := m.store.Get(id); errors.Is(err, state.ErrNotFound) {
+			for _, a := range byID[id] {
+				if err := m.cni.del(ctx, a.network, cni.Attachment{ContainerID: id, IfName: a.ifname}); err != nil {
+					errs = append(errs, fmt.Errorf("gc: cached attachment %s/%s: %w", id, a.ifname, err))
+					continue
+				}
+				m.log.WithFields(logrus.Fields{"sandbox": id, "network": a.network, "ifname": a.ifname}).
+					Info("gc: stale cached attachment detached")
+				deleted++
+			}
+		}
+		release()
+	}
+	return deleted, busy, errs
+}
+
+// PluginGC runs libcni's GC for every loaded network, under the exclusive
+// GC lock, with every attachment a record (or an unreadable record's
+// cache) still claims as valid. skipped: the lock did not come in time.
+func (m *Manager) PluginGC(ctx context.Context) (skipped bool, errs []error) {
+	release := m.locks.exclusive(ctx, gcExclusiveWait)
+	if release == nil {
+		m.log.Info("gc: libcni's GC skipped this pass: ADDs or DELs kept running")
+		return true, nil
+	}
+	defer release()
+	valid := map[types.GCAttachment]bool{}
+	recs, listErrs := m.store.List() // stable: records change only under the shared GC lock
+	for _, rec := range recs {
+		if rec.Phase == state.PhaseTornDown {
+			continue
+		}
+		for _, n := range rec.Networks {
+			valid[types.GCAttachment{ContainerID: rec.ID, IfName: n.IfName}] = true
+		}
+	}
+	for _, err := range listErrs {
+		var re *state.RecordError
+		if !errors.As(err, &re) {
+			continue
+		}
+		atts, _ := m.cni.engine.CachedAttachments(re.ID)
+		for _, att := range atts {
+			valid[types.GCAttachment{ContainerID: att.ContainerID, IfName: att.IfName}] = true
+		}
+	}
+	validList := make([]types.GCAttachment, 0, len(valid))
+	for a := range valid {
+		validList = append(validList, a)
+	}
+	for _, n := range m.cni.engine.Networks() {
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.CNITimeout.D())
+		err := m.cni.engine.GC(cctx, n, validList)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gc: network %q: %w", n.Name, err))
+		}
+	}
+	return false, errs
+}
+
+// CheckObserver, when the Observer implements it, learns every failed
+// CHECK (metrics).
+type CheckObserver interface {
+	CheckFailed(network string)
+}
+
+// Check CHECKs every attached network of id's record once (CNI CHECK with
+// the config libcni cached at its ADD), under its lock; a failure is
+// logged, observed and reported as drift. busy: the sandbox was held.
+func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, busy bool) {
+	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	if err != nil {
+		return 0, 0, true
+	}
+	defer release()
+	rec, err := m.store.Get(id) // as it is now, under the lock
+	if err != nil || rec.Phase != state.PhaseAttached {
+		return 0, 0, false
+	}
+	nsPath := m.cni.usableNetns(rec)
+	if nsPath == "" {
+		return 0, 0, false // the netns is gone: the watcher or Stop tears it down
+	}
+	log := m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
+	for _, n := range rec.Networks {
+		if n.Pending {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.CNITimeout.D())
+		err := m.cni.engine.Check(cctx, n.Name, cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath})
+		cancel()
+		checked++
+		if err == nil || errors.Is(err, cni.ErrNoCachedConfig) {
+			continue
+		}
+		failed++
+		name := n.NAD
+		if name == "" {
+			name = n.Name
+		}
+		log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName}).WithError(err).
+			Warn("CNI CHECK failed: the attachment drifted from what its ADD set up (not repaired)")
+		if co, ok := m.cni.obs.(CheckObserver); ok {
+			co.CheckFailed(m.cni.metricsLabel(n.Name))
+		}
+		m.report.drift(rec, name, fmt.Errorf("interface %s: %w", n.IfName, err))
+	}
+	return checked, failed, false
+}
+
+// ReportLive reports the network status of every listed pod nri-cni has an
+// attached record of (after a resync: a restarted nri-cni, or a status write
+// lost earlier, is caught up).
+func (m *Manager) ReportLive(live []Sandbox) {
+	if m.report.sink == nil {
+		return
+	}
+	for _, sb := range live {
+		if rec, err := m.store.Get(sb.ID); err == nil && rec.Phase == state.PhaseAttached {
+			m.report.attached(sb, rec)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+// Package attach is the attachment engine: for one sandbox at a time it
+// plans (package plan), records the intent, ADDs, rolls back what a failure
+// left, DELs, and keeps the records — under per-sandbox locks, inside the
+// runtime's deadline. The runtime adapters (nriplugin, ocihook) and the
+// reconcilers (reconcile) drive it; it talks to CNI (cni), namespaces
+// (netns) and records (state) below it.
+//
+// Contract, per sandbox id:
+//   - Attach is idempotent: a sandbox already attached is not attached again
+//     (no second IP). A failed Attach rolls back every ADD it ran, the failed
+//     one included, on a fresh bounded context.
+//   - Detach never fails for "already gone"; a DEL that really fails keeps the
+//     record so a later event (or GC) retries. Every ADD eventually gets a DEL.
+//   - Operations on one id are serialised; different ids run in parallel.
+//     Locking rule: exported methods take the locks, unexported ones never do.
+package attach
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// DefaultMargin is kept back from the runtime's request deadline for
+// answering it, so a slow CNI chain fails with our error, not the runtime's
+// timeout (which makes containerd drop the plugin).
+const DefaultMargin = 250 * time.Millisecond
+
+// NetnsResolver resolves and checks network namespaces (netns.Resolver).
+type NetnsResolver interface {
+	Resolve(pid uint32, pinned string) (netns.Netns, error)
+	ResolveRunning(pid uint32, pinned string) (netns.Netns, error)
+	Check(path string) (netns.Netns, error)
+	// Links lists the interface names in the namespace at path.
+	Links(path string) ([]string, error)
+}
+
+// Sandbox is what an event tells about the thing to attach.
+type Sandbox struct {
+	ID     string // sandbox id (NRI) or container id (OCI hook): CNI_CONTAINERID
+	Kind   string // "pod" or "container"
+	Pod    cni.PodIdentity
+	Pid    uint32
+	Pinned string // the runtime's pinned netns path, if any
+	// Annotations of the pod (or container): network selection and
+	// capability args.
+	Annotations map[string]string
+	// IPs are the runtime's own network's addresses (NRI pod Ips), for the
+	// default entry of the network-status.
+	IPs []string
+}
+
+// Observer is told about every CNI operation (metrics).
+type Observer interface {
+	Op(op, network, result string, d time.Duration)
+}
+
+// Deps are what a Manager works with.
+type Deps struct {
+	Engine *cni.Engine
+	Netns  NetnsResolver
+	Store  *state.Store
+	// NADs resolves NetworkAttachmentDefinitions (Kubernetes mode); nil
+	// without it.
+	NADs plan.NADSource
+	// Multus says which config makes Multus the node's primary network
+	// ("" when it is not); nil means never. While it is, Multus owns the
+	// NPWG annotation and network-status.
+	Multus func() string
+	// Sink receives pods' network status and failures; nil reports nothing.
+	Sink StatusSink
+	// Routes moves a pod's default routes (nil: netns.SetDefaultRoutes; a
+	// seam for tests whose namespaces are not real).
+	Routes func(path, ifname string, gateways []net.IP) error
+	// Log may be nil (discarded).
+	Log *logrus.Entry
+}
+
+// Manager attaches and detaches CNI networks for sandboxes.
+type Manager struct {
+	cfg     config.Config
+	planner *plan.Planner
+	ready   *plan.Readiness
+	ns      NetnsResolver
+	store   *state.Store
+	log     *logrus.Entry
+	margin  time.Duration
+	locks   *locks
+	cni     *ops
+	report  *reporter
+	routes  func(path, ifname string, gateways []net.IP) error
+	// retries are the teardowns that failed, retried with backoff.
+	retries retries
+	// live: the pod sandboxes the runtime runs, for hot-plug.
+	live liveSandboxes
+	// onNetns, if set, learns each recorded netns path (the netns watcher).
+	onNetns func(path string)
+}
+
+// New wires a Manager.
+func New(cfg config.Config, d Deps) *Manager {
+	log := d.Log
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = logrus.NewEntry(l)
+	}
+	ready := &plan.Readiness{}
+	planner := plan.New(cfg, plan.Catalogue{Local: d.Engine.Networks, NADs: d.NADs, NotReady: ready.NotReady,
+		MultusPrimary: d.Multus})
+	m := &Manager{cfg: cfg, planner: planner, ready: ready, ns: d.Netns, store: d.Store, log: log,
+		margin: DefaultMargin, locks: newLocks(), routes: d.Routes}
+	if m.routes == nil {
+		m.routes = netns.SetDefaultRoutes
+	}
+	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin}
+	m.report = &reporter{cfg: cfg, sink: d.Sink, planner: planner}
+	return m
+}
+
+// Build wires a Manager from a config: the state dir, the host-netns
+// resolver and the CNI engine with the configs loaded (validated against the
+// plugin binaries unless noValidate). skipped names each invalid config
+// file. d's Engine, Netns and Store are set here.
+func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (mgr *Manager, skipped []error, err error) {
+	if d.Store, err = state.Open(cfg.StateDir); err != nil {
+		return nil, nil, err
+	}
+	resolver, err := netns.NewResolver()
+	if err != nil {
+		return nil, nil, err
+	}
+	d.Netns = resolver
+	d.Engine = cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate})
+	if skipped, err = d.Engine.Reload(ctx); err != nil {
+		return nil, nil, err
+	}
+	return New(cfg, d), skipped, nil
+}
+
+// Config returns the configuration.
+func (m *Manager) Config() config.Config { return m.cfg }
+
+// Store returns the record store.
+func (m *Manager) Store() *state.Store { return m.store }
+
+// Engine returns the CNI engine.
+func (m *Manager) Engine() *cni.Engine { return m.cni.engine }
+
+// Planner returns the planner the Manager plans with.
+func (m *Manager) Planner() *plan.Planner { return m.planner }
+
+// Readiness is each network's last CNI STATUS answer, which planning reads
+// (the STATUS reconciler writes it).
+func (m *Manager) Readiness() *plan.Readiness { return m.ready }
+
+// Netns returns the namespace resolver.
+func (m *Manager) Netns() NetnsResolver { return m.ns }
+
+// Log returns the Manager's logger.
+func (m *Manager) Log() *logrus.Entry { return m.log }
+
+// SetObserver installs o (metrics); call it before events are served.
+func (m *Manager) SetObserver(o Observer) { m.cni.obs = o }
+
+// Observer returns the installed observer, or nil.
+func (m *Manager) Observer() Observer { return m.cni.obs }
+
+// OnNetns registers f to learn every netns path recorded from now on (the
+// netns watcher); call it before events are served.
+func (m *Manager) OnNetns(f func(path string)) { m.onNetns = f }
+
+// PendingTeardowns is the number of sandboxes whose teardown failed and is
+// being retried.
+func (m *Manager) PendingTeardowns() int { return m.retries.count() }
+
+// Live returns the latest sandbox the runtime runs for a pod UID (hot-plug:
+// only with kubernetes.hotplug).
+func (m *Manager) Live(uid string) (Sandbox, bool) { return m.live.get(uid) }
+
+// SetLive keeps exactly the listed sandboxes as the runtime's live ones
+// (a resync), with hot-plug on.
+func (m *Manager) SetLive(list []Sandbox) {
+	if m.hotplug() {
+		m.live.replace(list)
+	}
+}
+
+func (m *Manager) hotplug() bool { return m.cfg.Kubernetes.HotplugOn() }
+
+func (m *Manager) noteNetns(path string) {
+	if m.onNetns != nil && path != "" {
+		m.onNetns(path)
+	}
+}
+
+func (m *Manager) logFor(sb Sandbox) *logrus.Entry {
+	return m.log.WithFields(logrus.Fields{"sandbox": sb.ID, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
+}
+
+// Hold takes the sandbox's lock as an operation on it would (the GC lock
+// shared, then id's), waiting until ctx's deadline less the margin: a test
+// or a tool holding a sandbox busy on purpose. release unlocks it.
+func (m *Manager) Hold(ctx context.Context, id string) (release func(), err error) {
+	return m.locks.sandbox(ctx, id, 0, m.margin)
+}
+
+// HoldGC takes the GC lock exclusively, as libcni's GC does, within wait;
+// nil when it did not come.
+func (m *Manager) HoldGC(ctx context.Context, wait time.Duration) (release func()) {
+	return m.locks.exclusive(ctx, wait)
+}
+
+// LocksHeld is how many sandboxes are locked or waited for.
+func (m *Manager) LocksHeld() int { return m.locks.keyed.size() }
+
+// Margin is what is kept back from the runtime's request deadline.
+func (m *Manager) Margin() time.Duration { return m.margin }

@@ -1,0 +1,204 @@
+package attach
+
+// The CNI side of the engine: every ADD and DEL bounded by cniTimeout and
+// the runtime's deadline, observed (metrics), "already gone" counted as done;
+// teardown of a record's networks. Callers hold the sandbox's lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// MetricsNADLabel is the network label of every network that is not one
+// of confDir's: NetworkAttachmentDefinitions name theirs, and a label per
+// tenant-chosen name would let tenants grow the metrics without bound.
+const MetricsNADLabel = "nad"
+
+// ops runs CNI operations for the Manager.
+type ops struct {
+	cfg     config.Config
+	engine  *cni.Engine
+	planner *plan.Planner
+	ns      NetnsResolver
+	store   *state.Store
+	log     *logrus.Entry
+	margin  time.Duration
+	obs     Observer // nil: none
+}
+
+func (o *ops) observe(op, network string, err error, d time.Duration) {
+	if o.obs == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	o.obs.Op(op, o.metricsLabel(network), result, d)
+}
+
+// metricsLabel is network's metrics label: its name if confDir loads it.
+func (o *ops) metricsLabel(network string) string {
+	for _, n := range o.engine.Networks() {
+		if n.Name == network {
+			return network
+		}
+	}
+	return MetricsNADLabel
+}
+
+// add runs one bounded ADD.
+func (o *ops) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.Result, error) {
+	cctx, cancel, err := cni.Budget(ctx, o.cfg.CNITimeout.D(), o.margin)
+	if err != nil {
+		return nil, fmt.Errorf("network %q: %w", n.Name, err)
+	}
+	defer cancel()
+	start := time.Now()
+	res, err := o.engine.Add(cctx, n, a)
+	o.observe("add", n.Name, err, time.Since(start))
+	if err != nil && cctx.Err() != nil {
+		return nil, fmt.Errorf("%w (timed out after %s: cniTimeout or the runtime's deadline)", err, o.cfg.CNITimeout.D())
+	}
+	return res, err
+}
+
+// teardown DELs rec's networks in reverse order (all at once with
+// parallelAttach). A DEL that fails in the namespace is retried with an
+// empty one, which still releases IPAM.
+func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
+	errs := make([]error, len(rec.Networks))
+	one := func(i int) {
+		n := rec.Networks[i]
+		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
+		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
+		fallback := o.nadFallback(n)
+		err := o.delWith(ctx, n.Name, fallback, a)
+		if err != nil && nsPath != "" {
+			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")
+			a.Netns = ""
+			err = o.delWith(ctx, n.Name, fallback, a)
+		}
+		if err != nil {
+			nl.WithError(err).Error("CNI DEL failed")
+			errs[i] = err
+			return
+		}
+		nl.Info("network detached")
+	}
+	if !o.cfg.ParallelAttach || len(rec.Networks) < 2 {
+		for i := len(rec.Networks) - 1; i >= 0; i-- {
+			one(i)
+		}
+		return errors.Join(errs...)
+	}
+	var wg sync.WaitGroup
+	for i := range rec.Networks {
+		wg.Add(1)
+		go func() { defer wg.Done(); one(i) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// del runs one bounded DEL; "already gone" counts as done.
+func (o *ops) del(ctx context.Context, name string, a cni.Attachment) error {
+	return o.delWith(ctx, name, nil, a)
+}
+
+// delWith is del with the network to use when libcni cached none for a (a
+// NetworkAttachmentDefinition's, whose ADD failed part-way).
+func (o *ops) delWith(ctx context.Context, name string, fallback *cni.Network, a cni.Attachment) error {
+	cctx, cancel, err := cni.Budget(ctx, o.cfg.CNITimeout.D(), o.margin)
+	if err != nil {
+		return fmt.Errorf("network %q: %w", name, err)
+	}
+	defer cancel()
+	start := time.Now()
+	err = o.engine.DelFallback(cctx, name, fallback, a)
+	switch {
+	case cni.IsAlreadyGone(err):
+		err = nil
+	case errors.Is(err, cni.ErrSkippedMissing):
+		o.log.WithFields(logrus.Fields{"sandbox": a.ContainerID, "network": name, "ifname": a.IfName}).
+			WithError(err).Warn("DEL done without the plugins whose binaries are missing")
+		err = nil
+	case err != nil && cctx.Err() != nil:
+		err = fmt.Errorf("%w (timed out after %s)", err, time.Since(start).Round(time.Millisecond))
+	}
+	o.observe("del", name, err, time.Since(start))
+	return err
+}
+
+// nadFallback returns the network a DEL falls back to when libcni has no
+// cached config for it (an ADD that failed part-way is not cached): the
+// NetworkAttachmentDefinition the record names, as the cache has it now.
+func (o *ops) nadFallback(n state.Network) *cni.Network {
+	if n.NAD == "" {
+		return nil
+	}
+	ns, name, ok := cutRef(n.NAD)
+	if !ok {
+		return nil
+	}
+	net, err := o.planner.NAD(plan.NADRef{Namespace: ns, Name: name})
+	if err != nil {
+		return nil
+	}
+	return net
+}
+
+// usableNetns returns the recorded netns path if it still names the same,
+// non-host namespace; otherwise "" (DEL with an empty netns, from the cache).
+func (o *ops) usableNetns(rec *state.Record) string {
+	if rec.Netns == "" {
+		return ""
+	}
+	ns, err := o.ns.Check(rec.Netns)
+	if err != nil {
+		return ""
+	}
+	if rec.NetnsIno != 0 && (ns.ID.Dev != rec.NetnsDev || ns.ID.Ino != rec.NetnsIno) {
+		return ""
+	}
+	return ns.Path
+}
+
+func cutRef(s string) (ns, name string, ok bool) {
+	ns, name, ok = strings.Cut(s, "/")
+	return ns, name, ok && ns != "" && name != ""
+}
+
+// attempted keeps the networks whose ADD ran: it succeeded, or it failed
+// for another reason than having no time left to start (cni.ErrNoTime: the
+// plugin was never executed). The networks after a failure in a serial
+// attach have neither a result nor an error.
+func attempted(nets []state.Network, errs []error, results []*cni.Result) []state.Network {
+	var out []state.Network
+	for i, n := range nets {
+		if results[i] != nil || (errs[i] != nil && !errors.Is(errs[i], cni.ErrNoTime)) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// dnsOf keeps a result's DNS section if it says anything.
+func dnsOf(res *cni.Result) *state.DNS {
+	d := res.DNS
+	if len(d.Nameservers) == 0 && d.Domain == "" && len(d.Search) == 0 && len(d.Options) == 0 {
+		return nil
+	}
+	return &state.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+}

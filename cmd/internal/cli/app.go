@@ -1,0 +1,160 @@
+// Package cli is nri-cni's command line, shared by its two builds: nri-cni
+// (the node's binary: NRI plugin, OCI hook, gc, status; no Kubernetes API
+// client is linked into it) and nri-cni-k8s (the same commands plus
+// Kubernetes mode, for the DaemonSet). main() of each is one line.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/reconcile"
+)
+
+// version is set at build time (-ldflags "-X github.com/nri-cni/nri-cni/cmd/internal/cli.version=…").
+var version = ""
+
+// defaultPath is used when the runtime starts us without PATH (pre-launched
+// NRI plugins, hooks): CNI plugins exec iptables, ip and friends.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// app is the command line. Its I/O and environment are fields so tests need
+// no process-global mutation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// kube starts Kubernetes mode; nil in a build without it.
+	kube Kubernetes
+}
+
+// Kubernetes starts Kubernetes mode for cfg (its kubernetes section): the
+// API clients, the NetworkAttachmentDefinition cache, the status writer.
+// Only nri-cni-k8s links it.
+type Kubernetes func(ctx context.Context, cfg config.Config, getenv func(string) string, log *logrus.Entry) (*KubeMode, error)
+
+// KubeMode is what Kubernetes mode hands the engine.
+type KubeMode struct {
+	NADs   plan.NADSource
+	Sink   attach.StatusSink
+	Multus func() string
+	// Start, if set, starts what needs the engine (hot-plug's pod
+	// watcher) once it is built.
+	Start func(mgr *attach.Manager, resync *reconcile.Resyncer)
+}
+
+// Main runs the command line with the process's I/O and environment until
+// SIGTERM or SIGINT, and returns the exit status. kube is nil in a build
+// without Kubernetes mode.
+func Main(args []string, kube Kubernetes) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return Run(ctx, IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, args, kube)
+}
+
+// IO is the command line's input, output and environment.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+// Run runs the command line with io until ctx ends and returns the exit
+// status (tests use it; main uses Main).
+func Run(ctx context.Context, io IO, args []string, kube Kubernetes) int {
+	return (&app{stdin: io.Stdin, stdout: io.Stdout, stderr: io.Stderr, getenv: io.Getenv, kube: kube}).run(ctx, args)
+}
+
+const usage = `usage:
+  nri-cni run --config FILE [--socket PATH] [--name NAME] [--idx NN] [--metrics-addr ADDR]
+                        external NRI plugin (DaemonSet, systemd); --metrics-addr serves
+                        Prometheus /metrics and /healthz (off by default)
+  nri-cni hook [--config FILE] [STAGE]
+                        OCI hook (runc, podman, CRI-O hooks.d): createRuntime or
+                        prestart attaches, poststop detaches; OCI state on stdin;
+                        no STAGE: taken from the state's status (hooks.d)
+  nri-cni gc [--config FILE]
+                        tear down records whose container is gone, GC the CNI cache
+  nri-cni status [--config FILE] [--json]
+                        every attachment on record
+  nri-cni healthz [--addr ADDR]
+                        exit 0 iff the plugin's /healthz is OK (liveness probe)
+  nri-cni nad-policy [--config FILE | --configmap FILE]
+                        print the ValidatingAdmissionPolicy that refuses at kubectl
+                        apply the NetworkAttachmentDefinitions kubernetes.nadPolicy
+                        refuses on the node (regenerate it after every change)
+  nri-cni install-plugins --from DIR --to DIR NAME...
+                        copy CNI plugins that are absent (DaemonSet init container)
+  nri-cni version       print the version
+  nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
+                        (started by the runtime from its plugin dir)
+`
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if a.getenv("PATH") == "" {
+		_ = os.Setenv("PATH", defaultPath)
+	}
+	if len(args) == 0 {
+		if a.getenv(api.PluginSocketEnvVar) != "" {
+			return a.prelaunched(ctx)
+		}
+		fmt.Fprint(a.stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return a.runExternal(ctx, args[1:])
+	case "hook":
+		return a.hookCmd(ctx, args[1:])
+	case "gc":
+		return a.gcCmd(ctx, args[1:])
+	case "status":
+		return a.statusCmd(ctx, args[1:])
+	case "healthz":
+		return a.healthzCmd(ctx, args[1:])
+	case "nad-policy":
+		return a.nadPolicyCmd(ctx, args[1:])
+	case "install-plugins":
+		return a.installPluginsCmd(ctx, args[1:])
+	case "version", "--version", "-v":
+		build := "no Kubernetes mode (nri-cni-k8s has it)"
+		if a.kube != nil {
+			build = "with Kubernetes mode"
+		}
+		fmt.Fprintf(a.stdout, "nri-cni %s (%s)\n", buildVersion(), build)
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(a.stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(a.stderr, "nri-cni: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func (a *app) fail(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "nri-cni: "+strings.TrimSuffix(format, "\n")+"\n", args...)
+	return 1
+}

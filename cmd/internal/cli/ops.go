@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// statusCmd: `nri-cni status [--config FILE] [--json]`: every attachment
+// on record, one row per network.
+func (a *app) statusCmd(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
+	asJSON := fs.Bool("json", false, "print JSON")
+	networksOnly := fs.Bool("networks", false, "print each network's readiness (CNI STATUS) only")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return a.fail("status: %v", err)
+	}
+	if *networksOnly {
+		return a.networkStatus(ctx, cfg, *asJSON)
+	}
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return a.fail("status: %v", err)
+	}
+	recs, errs := store.List()
+	for _, e := range errs {
+		fmt.Fprintf(a.stderr, "nri-cni: status: skipping %v\n", e)
+	}
+	type row struct {
+		Pod       string    `json:"pod"`
+		Namespace string    `json:"namespace"`
+		Sandbox   string    `json:"sandbox"`
+		Kind      string    `json:"kind"`
+		Phase     string    `json:"phase"`
+		Netns     string    `json:"netns"`
+		Network   string    `json:"network"`
+		IfName    string    `json:"ifname"`
+		IPs       []string  `json:"ips"`
+		Created   time.Time `json:"created"`
+	}
+	rows := []row{}
+	for _, r := range recs {
+		for _, n := range r.Networks {
+			rows = append(rows, row{Pod: r.Name, Namespace: r.Namespace, Sandbox: r.ID, Kind: r.Kind, Phase: string(r.Phase),
+				Netns: r.Netns, Network: n.Name, IfName: n.IfName, IPs: n.IPs, Created: r.Created})
+		}
+	}
+	if *asJSON {
+		return a.printJSON(rows)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tPHASE\tNETWORK\tIFNAME\tIPS\tAGE\tNETNS")
+	for _, r := range rows {
+		id := r.Sandbox
+		if len(id) > 13 {
+			id = id[:13]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Pod, id, r.Phase, r.Network, r.IfName,
+			strings.Join(r.IPs, ","), time.Since(r.Created).Round(time.Second), r.Netns)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(a.stdout)
+	if code := a.networkStatus(ctx, cfg, false); code != 0 {
+		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
+	}
+	return 0
+}
+
+// printJSON prints v indented, for `status --json`.
+func (a *app) printJSON(v any) int {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return a.fail("status: %v", err)
+	}
+	return 0
+}
+
+// networkStatus asks every network in confDir for STATUS now (as the running
+// plugin does every statusInterval) and prints the answers.
+func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool) int {
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir})
+	skipped, err := engine.Reload(ctx)
+	if err != nil {
+		return a.fail("status: %v", err)
+	}
+	for _, e := range skipped {
+		fmt.Fprintf(a.stderr, "nri-cni: status: skipping %v\n", e)
+	}
+	type row struct {
+		Network string `json:"network"`
+		Ready   bool   `json:"ready"`
+		Reason  string `json:"reason,omitempty"`
+	}
+	rows := []row{}
+	for _, n := range engine.Networks() {
+		cctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
+		err := engine.Status(cctx, n)
+		cancel()
+		r := row{Network: n.Name, Ready: err == nil}
+		if err != nil {
+			r.Reason = err.Error()
+		}
+		rows = append(rows, r)
+	}
+	if asJSON {
+		return a.printJSON(rows)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tREADY\tREASON (CNI STATUS)")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%t\t%s\n", r.Network, r.Ready, r.Reason)
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+// healthzCmd: exit 0 iff the running plugin's /healthz answers 200 (exec
+// liveness probes: the image has no shell or curl).
+func (a *app) healthzCmd(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("healthz", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	addr := fs.String("addr", "127.0.0.1:9734", "the plugin's --metrics-addr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/healthz", nil)
+	if err != nil {
+		return a.fail("healthz: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return a.fail("healthz: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return a.fail("healthz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprint(a.stdout, string(body))
+	return 0
+}
+
+// installPluginsCmd: `nri-cni install-plugins --from DIR --to DIR NAME...`
+// copies each CNI plugin binary that is absent in --to (the DaemonSet's init
+// container; the node's own plugins are never replaced).
+func (a *app) installPluginsCmd(_ context.Context, args []string) int {
+	fs := flag.NewFlagSet("install-plugins", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	from := fs.String("from", "/opt/nri-cni/cni-bin", "directory holding the plugins")
+	to := fs.String("to", "/host/opt/cni/bin", "the node's CNI bin dir")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		return a.fail("install-plugins: name at least one plugin")
+	}
+	if err := os.MkdirAll(*to, 0o755); err != nil {
+		return a.fail("install-plugins: %v", err)
+	}
+	for _, name := range fs.Args() {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return a.fail("install-plugins: %q is not a plugin name", name)
+		}
+		dst := filepath.Join(*to, name)
+		if _, err := os.Stat(dst); err == nil {
+			fmt.Fprintf(a.stdout, "%s: present, kept\n", dst)
+			continue
+		}
+		if err := copyExecutable(filepath.Join(*from, name), dst); err != nil {
+			return a.fail("install-plugins: %v", err)
+		}
+		fmt.Fprintf(a.stdout, "%s: installed\n", dst)
+	}
+	return 0
+}
+
+// copyExecutable copies src to dst atomically (temp file + rename), 0755.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}

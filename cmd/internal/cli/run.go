@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/metrics"
+	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/reconcile"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+func (a *app) runExternal(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file (YAML or JSON)")
+	socket := fs.String("socket", api.DefaultSocketPath, "the runtime's NRI socket")
+	name := fs.String("name", "nri-cni", "plugin name")
+	idx := fs.String("idx", "10", "plugin index (two digits): order among NRI plugins")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return a.fail("run: unexpected arguments %q", fs.Args())
+	}
+	if len(*idx) != 2 || (*idx)[0] < '0' || (*idx)[0] > '9' || (*idx)[1] < '0' || (*idx)[1] > '9' {
+		return a.fail("run: --idx %q: want two digits, e.g. 10", *idx)
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	logger, closeLog, err := newLogger(cfg, a.stderr, "")
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	defer closeLog()
+	log := logrus.NewEntry(logger)
+	var deps attach.Deps
+	var kube *KubeMode
+	if cfg.Kubernetes != nil {
+		if a.kube == nil {
+			return a.fail("kubernetes: this build of nri-cni has no Kubernetes mode (no API client is linked into it): " +
+				"run nri-cni-k8s, the build with it (the DaemonSet's image runs it)")
+		}
+		if kube, err = a.kube(ctx, cfg, a.getenv, log); err != nil {
+			return a.fail("kubernetes: %v", err)
+		}
+		deps.NADs, deps.Sink, deps.Multus = kube.NADs, kube.Sink, kube.Multus
+	} else {
+		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
+	}
+	mgr, err := buildManager(ctx, cfg, log, false, deps)
+	if err != nil {
+		return a.fail("%v", err)
+	}
+	resync := reconcile.NewResyncer(mgr)
+	plugin := nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: resync}, nil, log)
+	var m *metrics.Metrics
+	if *metricsAddr != "" {
+		// Before anything runs that reports to it.
+		m = metrics.New(func() float64 { return attachedNetworks(mgr) }, func() float64 { return float64(mgr.PendingTeardowns()) })
+		mgr.SetObserver(m)
+		plugin.OnConnection = m.SetConnected
+	}
+	if kube != nil && kube.Start != nil {
+		kube.Start(mgr, resync)
+	}
+	if err := startWatchers(ctx, mgr, log); err != nil {
+		return a.fail("%v", err)
+	}
+	dumpStatsOnSIGUSR1(ctx, func() *attach.Manager { return mgr }, log)
+	if m != nil {
+		stop, err := metrics.Serve(ctx, *metricsAddr, m)
+		if err != nil {
+			return a.fail("--metrics-addr: %v", err)
+		}
+		defer stop()
+		log.WithField("addr", *metricsAddr).Info("serving /metrics and /healthz")
+	}
+	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
+	if err := nriplugin.RunExternal(ctx, plugin, *socket, *name, *idx, log); err != nil {
+		log.WithError(err).Error("nri-cni stopped")
+		return 1
+	}
+	log.Info("nri-cni stopped")
+	return 0
+}
+
+// prelaunched runs as a plugin the runtime started from its plugin dir: no
+// arguments, no PATH, stdout/stderr discarded, config via Configure. Until
+// the config names the log file, log lines are held in memory; they go to
+// that file (default /var/log/nri-cni.log) once it is known.
+func (a *app) prelaunched(ctx context.Context) int {
+	runCtx := ctx
+	sink := &logSink{}
+	logger := logrus.New()
+	logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	logger.SetOutput(sink)
+	var logFile *os.File
+	defer func() {
+		if !sink.Attached() { // never configured: keep what was logged
+			if f, err := openLog(config.DefaultPrelaunchedLogFile); err == nil {
+				sink.Attach(f)
+				logFile = f
+			}
+		}
+		if logFile != nil {
+			_ = logFile.Close()
+		}
+	}()
+	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
+	configure := func(ctx context.Context, text string) (*nriplugin.Engine, error) {
+		cfg, err := config.Parse([]byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("config from the runtime (%s.conf): %w", a.getenv(api.PluginNameEnvVar), err)
+		}
+		if !sink.Attached() {
+			file := cfg.LogFile
+			if file == "" {
+				file = config.DefaultPrelaunchedLogFile
+			}
+			f, err := openLog(file)
+			if err != nil {
+				return nil, err
+			}
+			sink.Attach(f)
+			logFile = f
+		}
+		level, _ := logrus.ParseLevel(cfg.LogLevel)
+		logger.SetLevel(level)
+		if cfg.Kubernetes != nil {
+			// A pre-launched plugin gets no environment (no NODE_NAME, no
+			// in-cluster service address) and is reconfigured per connection.
+			return nil, fmt.Errorf("config from the runtime: the kubernetes section needs `nri-cni run` (external plugin, e.g. the DaemonSet); remove it for the pre-launched plugin")
+		}
+		mgr, err := buildManager(ctx, cfg, log, false, attach.Deps{})
+		if err != nil {
+			return nil, err
+		}
+		// The watchers live as long as the process, not the request.
+		return &nriplugin.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, startWatchers(runCtx, mgr, log)
+	}
+	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
+	plugin := nriplugin.New(nil, configure, log)
+	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
+	if err := nriplugin.RunPrelaunched(ctx, plugin); err != nil {
+		if nriplugin.ClosedByRuntime(err) {
+			// The runtime shutting down or restarting (it relaunches us).
+			log.WithField("reason", err).Info("the runtime closed the connection: nri-cni stopped")
+			return 0
+		}
+		log.WithError(err).Error("nri-cni stopped")
+		return 1
+	}
+	log.Info("nri-cni stopped")
+	return 0
+}
+
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("logFile: %w", err)
+	}
+	return f, nil
+}
+
+// buildManager opens the state dir, records the host netns and loads the CNI
+// configs. Invalid config files are skipped with a warning naming each.
+// noValidate skips the per-plugin VERSION execs (one-shot commands).
+func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, deps attach.Deps) (*attach.Manager, error) {
+	deps.Log = log
+	mgr, skipped, err := attach.Build(ctx, cfg, noValidate, deps)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range skipped {
+		log.WithError(e).Warn("skipping invalid CNI config")
+	}
+	names := []string{}
+	for _, n := range mgr.Engine().Networks() {
+		names = append(names, n.Name)
+	}
+	if _, err := mgr.Engine().Select(cfg.Networks); err != nil {
+		// Not fatal: configs may appear later; pods fail with this error meanwhile.
+		log.WithError(err).Warn("the configured networks are not available yet")
+	}
+	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
+	return mgr, nil
+}
+
+// attachedNetworks counts the networks attached according to the records.
+func attachedNetworks(mgr *attach.Manager) float64 {
+	recs, _ := mgr.Store().List()
+	n := 0
+	for _, r := range recs {
+		if r.Phase == state.PhaseAttached {
+			n += len(r.Networks)
+		}
+	}
+	return float64(n)
+}
+
+// startWatchers runs the daemon's background work: releasing sandboxes whose
+// netns disappears, and reloading the CNI configs when confDir changes.
+func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) error {
+	if err := reconcile.WatchNetns(ctx, mgr, reconcile.DefaultSweep); err != nil {
+		return err
+	}
+	cfg := mgr.Config()
+	kick := make(chan struct{}, 1)
+	onReload := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if err := reconcile.WatchConfigs(ctx, mgr.Engine(), cfg.ConfDir, log, onReload); err != nil {
+		// Not fatal: the configs loaded at start keep working.
+		log.WithError(err).Warn("not watching the CNI config dir; changes need a restart")
+	}
+	if d := cfg.StatusInterval.D(); d > 0 {
+		go reconcile.RunReadiness(ctx, mgr, d, kick)
+	}
+	if d := cfg.CheckInterval.D(); d > 0 {
+		go reconcile.RunChecks(ctx, mgr, d)
+	}
+	return nil
+}
+
+// newLogger builds a logger at cfg's level writing to cfg.LogFile, else
+// fallbackFile, else stderr.
+func newLogger(cfg config.Config, stderr io.Writer, fallbackFile string) (*logrus.Logger, func(), error) {
+	l := logrus.New()
+	level, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.SetLevel(level)
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	l.SetOutput(stderr)
+	file := cfg.LogFile
+	if file == "" {
+		file = fallbackFile
+	}
+	if file == "" {
+		return l, func() {}, nil
+	}
+	f, err := openLog(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.SetOutput(f)
+	return l, func() { _ = f.Close() }, nil
+}

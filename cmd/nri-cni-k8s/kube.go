@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cmd/internal/cli"
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/nadpolicy"
+	"github.com/nri-cni/nri-cni/reconcile"
+)
+
+// startKubernetes starts Kubernetes mode for cfg's kubernetes section (NAD
+// informer, status writer, Event recorder, all living until ctx ends) and
+// returns what the engine gets from it, and what to start once the engine
+// exists (hot-plug's pod watcher).
+func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string) string, log *logrus.Entry) (*cli.KubeMode, error) {
+	k := cfg.Kubernetes
+	clients, err := kube.NewClients(k, getenv)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := nadpolicy.New(k.NADPolicyOrDefault())
+	if err != nil {
+		return nil, err
+	}
+	mode := kube.Start(ctx, clients, log.WithField("component", "kube"),
+		kube.Options{NADPolicy: policy, MaxNADConfigBytes: k.NADConfigLimit()})
+	source := "in-cluster"
+	if k.Kubeconfig != "" {
+		source = k.Kubeconfig
+	}
+	log.WithFields(logrus.Fields{"apiServer": clients.Host, "credentials": source, "node": clients.NodeName,
+		"npwgAnnotation": k.NPWGAnnotation, "sharedNamespaces": k.SharedNamespaces}).
+		Info("Kubernetes mode: NetworkAttachmentDefinitions from an informer cache, network-status written back (never on the attach path)")
+	go func() {
+		if err := mode.Source.WaitForSync(ctx); err == nil {
+			log.Info("Kubernetes mode: NetworkAttachmentDefinition cache synced")
+		}
+	}()
+	multus := cni.NewMultusDetector(k.RuntimeConfDir())
+	if f := multus.Primary(); f != "" && k.NPWG() {
+		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
+	}
+	start := func(mgr *attach.Manager, resync *reconcile.Resyncer) {
+		if !k.HotplugOn() {
+			return
+		}
+		w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+		resync.AfterSync(w.ResyncAll)
+		go w.Run(ctx, 0)
+		log.WithField("node", clients.NodeName).Info("hot-plug on: pods' networks follow their networks annotation")
+	}
+	return &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary, Start: start}, nil
+}

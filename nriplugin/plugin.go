@@ -1,0 +1,278 @@
+// Package nriplugin is the NRI runtime adapter: it connects to containerd's
+// or CRI-O's NRI socket (or is handed one when pre-launched), translates each
+// pod event into an attach.Sandbox and hands it to the attachment engine.
+// Each handler only translates, times and logs; the engine does the work.
+// Idempotency: see package attach (Run twice attaches once; Stop/Remove
+// repeat safely).
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/reconcile"
+)
+
+// Engine is the attachment engine and its resync, as the plugin drives them.
+type Engine struct {
+	Manager *attach.Manager
+	Resync  *reconcile.Resyncer
+}
+
+// ConfigureFunc builds the engine from the runtime-supplied config string
+// (a pre-launched plugin's only config source).
+type ConfigureFunc func(ctx context.Context, config string) (*Engine, error)
+
+// Plugin is the NRI plugin. It implements the stub's Configure,
+// Synchronize, RunPodSandbox, StopPodSandbox, RemovePodSandbox and
+// CreateContainer interfaces.
+type Plugin struct {
+	log       *logrus.Entry
+	configure ConfigureFunc
+
+	mu      sync.RWMutex // guards eng and runtime
+	eng     *Engine
+	runtime string // the runtime's name, from Configure
+
+	// OnConnection, if set, learns when the runtime connection is up
+	// (configured) or gone. Set it before running the plugin.
+	OnConnection func(up bool)
+}
+
+func (p *Plugin) connection(up bool) {
+	if p.OnConnection != nil {
+		p.OnConnection(up)
+	}
+}
+
+// New returns a plugin with a ready engine (external mode: config from a
+// file), or with configure set (pre-launched: config from Configure).
+func New(eng *Engine, configure ConfigureFunc, log *logrus.Entry) *Plugin {
+	return &Plugin{eng: eng, configure: configure, log: log}
+}
+
+// Engine returns the current engine (nil until configured).
+func (p *Plugin) Engine() *Engine {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.eng
+}
+
+// Manager returns the current attachment engine (nil until configured).
+func (p *Plugin) Manager() *attach.Manager {
+	if e := p.Engine(); e != nil {
+		return e.Manager
+	}
+	return nil
+}
+
+// Configure handles the runtime's configuration. The subscription is every
+// event the plugin implements.
+func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
+	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version})
+	p.mu.Lock()
+	p.runtime = runtime
+	p.mu.Unlock()
+	if p.configure == nil {
+		if config != "" {
+			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
+		}
+		log.Info("connected to the runtime")
+		p.connection(true)
+		return 0, nil
+	}
+	eng, err := p.configure(ctx, config)
+	if err != nil {
+		log.WithError(err).Error("configuration failed")
+		return 0, err
+	}
+	p.mu.Lock()
+	p.eng = eng
+	p.mu.Unlock()
+	log.Info("configured by the runtime")
+	p.connection(true)
+	return 0, nil
+}
+
+var errNotConfigured = errors.New("nri-cni is not configured yet")
+
+// Synchronize hands the runtime's live pods to a background resync (GC of
+// what is gone, attach of what was missed) and answers at once: the resync
+// runs CNI commands and must not hold up the runtime's request deadline. A
+// container created before the resync reaches its pod is covered by
+// CreateContainer.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	eng := p.Engine()
+	if eng == nil {
+		return nil, errNotConfigured
+	}
+	mgr := eng.Manager
+	live := make([]attach.Sandbox, 0, len(pods))
+	for _, pod := range pods {
+		sb, _ := sandboxOf(pod)
+		live = append(live, sb)
+	}
+	p.mu.RLock()
+	opts := reconcile.SyncOptions{AttachMissing: mgr.Config().SyncAttach, PidlessPods: pidlessRuntime(p.runtime), ListedAt: time.Now().UTC()}
+	p.mu.RUnlock()
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": opts.AttachMissing}).Info("synchronizing with the runtime")
+	go func() {
+		start := time.Now()
+		res := eng.Resync.Sync(context.WithoutCancel(ctx), live, opts)
+		reconcile.LogSync(p.log, res, time.Since(start))
+	}()
+	return nil, nil
+}
+
+// pidlessRuntime reports whether the runtime hands NRI Pid 0 for pods it is
+// running: CRI-O does for every pod whose infra container it dropped (the
+// kubelet's default). containerd always reports the pause pid of a running
+// sandbox.
+func pidlessRuntime(name string) bool {
+	n := strings.ToLower(name)
+	return n == "cri-o" || n == "crio"
+}
+
+// RunPodSandbox attaches the configured networks. An error fails the pod,
+// unless failurePolicy is "ignore".
+func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	sb, netnsPath := sandboxOf(pod)
+	log := p.podLog(pod).WithField("event", "RunPodSandbox")
+	if netnsPath == "" {
+		log.Debug("no network namespace (host network): skipped")
+		return nil
+	}
+	mgr := p.Manager()
+	if mgr == nil {
+		return errNotConfigured
+	}
+	start := time.Now()
+	rec, err := mgr.Attach(ctx, sb)
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+			log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
+			return nil
+		}
+		log.WithError(err).Error("attach failed")
+		return err
+	}
+	if rec != nil {
+		log.WithField("networks", len(rec.Networks)).Info("attached")
+	}
+	return nil
+}
+
+// CreateContainer makes sure the container's pod has its networks before the
+// container is created. A pod created while nri-cni was away started without
+// them (the runtime's NRI validator, if it requires nri-cni, refuses
+// containers, not sandboxes); the resync attaches it in the background, and
+// if a container comes first, it is attached here (EnsureAttached). The
+// common case is one record lookup. It never adjusts the container. An error
+// fails the container's creation (the kubelet retries).
+//
+// With failurePolicy "ignore" it does nothing: pods may run without nri-cni's
+// networks by choice, and a failing network would otherwise be retried (and
+// waited for, under the runtime's node-wide NRI lock) at every container
+// creation of every pod it failed.
+func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	sb, netnsPath := sandboxOf(pod)
+	if netnsPath == "" {
+		return nil, nil, nil
+	}
+	mgr := p.Manager()
+	if mgr == nil {
+		return nil, nil, errNotConfigured
+	}
+	if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+		return nil, nil, nil
+	}
+	p.mu.RLock()
+	pidless := pidlessRuntime(p.runtime)
+	p.mu.RUnlock()
+	start := time.Now()
+	rec, err := mgr.EnsureAttached(ctx, sb, pidless)
+	if err == nil && rec == nil {
+		return nil, nil, nil
+	}
+	log := p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName(),
+		"duration": time.Since(start).Round(time.Microsecond)})
+	if err != nil {
+		log.WithError(err).Error("attach failed: the container is not created")
+		return nil, nil, err
+	}
+	log.WithField("networks", len(rec.Networks)).Info("attached before the pod's first container (pod created while nri-cni was away)")
+	return nil, nil, nil
+}
+
+// StopPodSandbox DELs the pod's networks while its netns still exists
+// (containerd), or with an empty netns (CRI-O removed it already).
+//
+// Stop and Remove never fail the runtime's request: CRI-O hands a Stop error
+// back to the kubelet, which retries Stop and cannot delete the pod while a
+// DEL keeps failing (containerd only logs it). A failed teardown is logged,
+// its record kept, and it is retried in the background with backoff.
+func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return p.detach(ctx, pod, false, "StopPodSandbox")
+}
+
+// RemovePodSandbox DELs what is left, best-effort, and drops the record.
+func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return p.detach(ctx, pod, true, "RemovePodSandbox")
+}
+
+func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, event string) error {
+	mgr := p.Manager()
+	if mgr == nil {
+		return errNotConfigured
+	}
+	sb, _ := sandboxOf(pod)
+	log := p.podLog(pod).WithField("event", event)
+	start := time.Now()
+	err := mgr.Detach(ctx, sb, final)
+	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	if err != nil {
+		log.WithError(err).Error("teardown failed: the record is kept and the teardown retried in the background; the pod's deletion goes on")
+		return nil
+	}
+	log.Debug("detach done")
+	return nil
+}
+
+func (p *Plugin) podLog(pod *api.PodSandbox) *logrus.Entry {
+	return p.log.WithFields(logrus.Fields{"pod": pod.GetName(), "namespace": pod.GetNamespace(), "sandbox": pod.GetId()})
+}
+
+// sandboxOf translates an NRI pod. netnsPath is the pinned network namespace
+// path; "" means the pod has none (host network).
+func sandboxOf(pod *api.PodSandbox) (attach.Sandbox, string) {
+	var netnsPath string
+	for _, ns := range pod.GetLinux().GetNamespaces() {
+		if ns.GetType() == "network" {
+			netnsPath = ns.GetPath()
+		}
+	}
+	return attach.Sandbox{
+		ID:   pod.GetId(),
+		Kind: "pod",
+		Pod: cni.PodIdentity{
+			Namespace: pod.GetNamespace(),
+			Name:      pod.GetName(),
+			UID:       pod.GetUid(),
+			InfraID:   pod.GetId(),
+		},
+		Pid:         pod.GetPid(),
+		Pinned:      netnsPath,
+		Annotations: pod.GetAnnotations(),
+		IPs:         pod.GetIps(),
+	}, netnsPath
+}

@@ -1,0 +1,10 @@
+package ocihook
+
+import (
+	"os"
+	"testing"
+
+	"github.com/nri-cni/nri-cni/attach/attachtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(attachtest.Main(m)) }

@@ -1,0 +1,241 @@
+// Package plan decides which networks a sandbox gets: a pure function of the
+// pod (its namespace and annotations), nri.conf and the network catalogue
+// (confDir's networks, the NetworkAttachmentDefinition cache, readiness,
+// whether Multus is the node's primary network). It parses both networks
+// annotations, applies the limits, podCapabilities, podCNIArgs, namespace
+// isolation and the Multus rule, and names the interfaces. It reads memory
+// only: no CNI call, no file, no API request, no lock.
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+)
+
+// Pod is what planning needs to know of a sandbox.
+type Pod struct {
+	Namespace   string
+	Annotations map[string]string
+}
+
+// Attachment is one network to attach, with its interface name and the
+// CNI runtimeConfig it gets.
+type Attachment struct {
+	Network *cni.Network
+	IfName  string
+	// NAD is the NetworkAttachmentDefinition ("namespace/name") of an NPWG
+	// selection; empty for confDir networks.
+	NAD string
+	// Caps is the attachment's CNI capability args (runtimeConfig): from
+	// its NPWG selection element, else from the pod's capability
+	// annotations.
+	Caps map[string]any
+	// Gateways: the NPWG default-route of the selection; the pod's default
+	// routes move to this attachment's interface once every ADD succeeded.
+	Gateways []net.IP
+	// Explicit: the pod named the interface (else nri-cni did).
+	Explicit bool
+}
+
+// Name is what status and events call a's network: its NAD, else its CNI
+// name.
+func (a Attachment) Name() string {
+	if a.NAD != "" {
+		return a.NAD
+	}
+	return a.Network.Name
+}
+
+// Plan is what a sandbox gets: its attachments, or (Skip non-empty) why it
+// gets none.
+type Plan struct {
+	Attachments []Attachment
+	Skip        string
+}
+
+// NADRef names a NetworkAttachmentDefinition.
+type NADRef struct {
+	Namespace string
+	Name      string
+}
+
+func (r NADRef) String() string { return r.Namespace + "/" + r.Name }
+
+// NADSource resolves NetworkAttachmentDefinitions from a local cache; it
+// never calls the API server. A returned Network with a nil List means "the
+// network of that Name in confDir" (an empty spec.config). The Network is
+// shared: callers copy before changing it.
+type NADSource interface {
+	Network(ref NADRef) (*cni.Network, error)
+}
+
+// Network source errors. Sources wrap them; the pod's error names the
+// reference.
+var (
+	// ErrSourceNotSynced: the NetworkAttachmentDefinition cache has not
+	// completed its first list from the API server. The pod fails (the
+	// kubelet retries) rather than being told a network does not exist.
+	ErrSourceNotSynced = errors.New("the NetworkAttachmentDefinition cache has not synced with the API server yet; retry later")
+	// ErrNoSuchNAD: the cache has synced and holds no such object.
+	ErrNoSuchNAD = errors.New("no such NetworkAttachmentDefinition")
+	// ErrBadNAD: the object exists but its spec.config is not a usable (or
+	// allowed) CNI config.
+	ErrBadNAD = errors.New("invalid NetworkAttachmentDefinition")
+	// ErrNetworkNotReady: a network's plugin reported not ready (CNI STATUS).
+	ErrNetworkNotReady = errors.New("network not ready (CNI STATUS)")
+)
+
+// Catalogue is what networks exist for planning.
+type Catalogue struct {
+	// Local returns confDir's loaded networks, in file order.
+	Local func() []*cni.Network
+	// NADs resolves NetworkAttachmentDefinitions (Kubernetes mode); nil
+	// without it.
+	NADs NADSource
+	// NotReady returns why network is not ready (CNI STATUS), nil when it
+	// is; nil means every network is ready.
+	NotReady func(network string) error
+	// MultusPrimary returns the config file that makes Multus the node's
+	// primary network, or ""; nil means never.
+	MultusPrimary func() string
+}
+
+// Planner plans sandboxes for one config and catalogue. Safe for
+// concurrent use.
+type Planner struct {
+	cfg     config.Config
+	cat     Catalogue
+	podCaps podCapabilities
+	// autoIfname matches the interface names nri-cni assigns itself.
+	autoIfname *regexp.Regexp
+}
+
+// New returns a Planner.
+func New(cfg config.Config, cat Catalogue) *Planner {
+	if cat.Local == nil {
+		cat.Local = func() []*cni.Network { return nil }
+	}
+	return &Planner{cfg: cfg, cat: cat, podCaps: newPodCapabilities(cfg.PodCapabilities),
+		autoIfname: regexp.MustCompile("^" + regexp.QuoteMeta(cfg.IfnamePrefix) + "[0-9]+$")}
+}
+
+// NPWG reports whether the NPWG annotation is honoured: Kubernetes mode
+// with a NetworkAttachmentDefinition source, and the admin opted in.
+func (p *Planner) NPWG() bool { return p.cat.NADs != nil && p.cfg.Kubernetes.NPWG() }
+
+// MultusPrimary is the config file that makes Multus this node's primary
+// network, or "".
+func (p *Planner) MultusPrimary() string {
+	if p.cat.MultusPrimary == nil {
+		return ""
+	}
+	return p.cat.MultusPrimary()
+}
+
+// MultusOwns returns the config file that makes Multus this node's primary
+// network when annotations carry the NPWG annotation nri-cni would honour
+// (so it is Multus's here), else "".
+func (p *Planner) MultusOwns(annotations map[string]string) string {
+	if _, ok := annotations[AnnotationNPWGNetworks]; !ok || !p.NPWG() {
+		return ""
+	}
+	return p.MultusPrimary()
+}
+
+// PodNamed reports whether pods may name interfaces themselves
+// (podSelection or the NPWG annotation).
+func (p *Planner) PodNamed() bool { return p.cfg.PodSelection || p.NPWG() }
+
+// AutoIfname reports whether ifname is one nri-cni names itself
+// (<ifnamePrefix><n>).
+func (p *Planner) AutoIfname(ifname string) bool { return p.autoIfname.MatchString(ifname) }
+
+// Local finds a loaded confDir network by CNI name.
+func (p *Planner) Local(name string) (*cni.Network, error) {
+	for _, n := range p.cat.Local() {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q: no valid config with that name in %s", cni.ErrUnknownNetwork, name, p.cfg.ConfDir)
+}
+
+// NAD resolves a NetworkAttachmentDefinition to its network (an empty
+// spec.config: the confDir network of its name); an error without a
+// source.
+func (p *Planner) NAD(ref NADRef) (*cni.Network, error) {
+	if p.cat.NADs == nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: Kubernetes mode is off", ref)
+	}
+	n, err := p.cat.NADs.Network(ref)
+	if err != nil {
+		return nil, err
+	}
+	if n.List == nil {
+		return p.Local(n.Name)
+	}
+	return n, nil
+}
+
+// CheckReady fails on the first attachment whose network's plugins said
+// they are not ready.
+func (p *Planner) CheckReady(atts []Attachment) error {
+	if p.cat.NotReady == nil {
+		return nil
+	}
+	for _, a := range atts {
+		if err := p.cat.NotReady(a.Network.Name); err != nil {
+			return fmt.Errorf("%s: %w: %w", a.Name(), ErrNetworkNotReady, err)
+		}
+	}
+	return nil
+}
+
+// Plan decides what a pod gets. Plan.Skip (non-empty) says why it gets
+// nothing: its namespace is filtered out, it opted out, it did not ask
+// (requireAnnotation), or Multus owns its NPWG annotation here. Every
+// annotation is checked against limits.* before it is parsed, and planning
+// stops when ctx ends (the runtime's deadline). Readiness is not checked
+// here (CheckReady: at pod start for every attachment, at hot-plug for the
+// added ones).
+func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
+	if !p.cfg.Namespaces.Allows(pod.Namespace) {
+		return Plan{Skip: fmt.Sprintf("namespace %q is filtered out (config namespaces)", pod.Namespace)}, nil
+	}
+	if err := checkAnnotationSizes(pod.Annotations, p.cfg.Limits); err != nil {
+		return Plan{}, err
+	}
+	atts, skip, err := p.choose(ctx, pod)
+	if err != nil || skip != "" {
+		return Plan{Skip: skip}, err
+	}
+	if err := p.podCaps.fill(atts, pod.Annotations); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Attachments: atts}, nil
+}
+
+// nameInterfaces gives the attachments without an interface name
+// <ifnamePrefix><n>, skipping names taken.
+func (p *Planner) nameInterfaces(atts []Attachment, taken map[string]bool) {
+	next := 0
+	for i := range atts {
+		if atts[i].IfName != "" {
+			continue
+		}
+		for {
+			name := p.cfg.Ifname(next)
+			next++
+			if !taken[name] {
+				atts[i].IfName, taken[name] = name, true
+				break
+			}
+		}
+	}
+}

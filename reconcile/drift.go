@@ -1,0 +1,58 @@
+package reconcile
+
+// Drift from CNI CHECK: every checkInterval, each attached network of each
+// record is CHECKed with the config libcni cached at its ADD, under the
+// sandbox's lock (never overlapping an ADD or DEL of the pod; a busy pod is
+// skipped until the next round). A failure is reported (log, counter,
+// Warning Event), never repaired: a new ADD could hand the pod another
+// address.
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// CheckResult is one round of drift checks.
+type CheckResult struct {
+	Checked, Failed, Busy int
+}
+
+// CheckAttachments CHECKs every attached network of every record once.
+func CheckAttachments(ctx context.Context, m *attach.Manager) CheckResult {
+	var res CheckResult
+	recs, _ := m.Store().List() // unreadable records are the resync's business
+	for _, rec := range recs {
+		if rec.Phase != state.PhaseAttached || len(rec.Networks) == 0 {
+			continue
+		}
+		checked, failed, busy := m.Check(ctx, rec.ID)
+		res.Checked += checked
+		res.Failed += failed
+		if busy {
+			res.Busy++
+		}
+	}
+	return res
+}
+
+// RunChecks runs CheckAttachments every interval until ctx ends.
+func RunChecks(ctx context.Context, m *attach.Manager, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			res := CheckAttachments(ctx, m)
+			if res.Failed > 0 || res.Busy > 0 {
+				m.Log().WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")
+			}
+		}
+	}
+}
