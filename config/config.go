@@ -79,7 +79,7 @@ type Config struct {
 	// ParallelAttach: the networks of one pod are ADDed concurrently (and
 	// DELed concurrently). The CNI spec asks runtimes not to run operations
 	// on one container in parallel, so this is for chains known to be safe
-	// (README).
+	// (docs/configuration.md).
 	ParallelAttach bool `json:"parallelAttach"`
 	// StatusInterval: how often every network's plugins are asked for
 	// readiness (CNI STATUS), besides on load and on config change; 0 turns

@@ -2,13 +2,16 @@ package nriplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/ttrpc"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
@@ -194,4 +197,13 @@ func TestFailurePolicyIgnore(t *testing.T) {
 func allCapsNet() map[string]map[string]any {
 	return map[string]map[string]any{"alpha": {"capabilities": map[string]bool{
 		"mac": true, "bandwidth": true, "ips": true, "portMappings": true}}}
+}
+
+// The runtime closing the connection, however the stub reports it, is a
+// shutdown, not an error (CRI-O's stop surfaced as io.EOF).
+func TestClosedByRuntime(t *testing.T) {
+	for _, err := range []error{errConnClosed, ttrpc.ErrServerClosed, ttrpc.ErrClosed, io.EOF, fmt.Errorf("read: %w", io.EOF)} {
+		assert.True(t, ClosedByRuntime(err), "%v", err)
+	}
+	assert.False(t, ClosedByRuntime(errors.New("connection refused")))
 }

@@ -3,6 +3,7 @@ package nriplugin
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/containerd/nri/pkg/stub"
@@ -64,8 +65,11 @@ var errConnClosed = errors.New("connection to the runtime closed")
 
 // ClosedByRuntime reports whether err only says the runtime closed the
 // connection: what a runtime shutdown or restart looks like, not a failure.
+// A connection read that ends in EOF is the runtime closing it too (seen
+// when CRI-O stops: the stub's Run returns io.EOF).
 func ClosedByRuntime(err error) bool {
-	return errors.Is(err, errConnClosed) || errors.Is(err, ttrpc.ErrServerClosed) || errors.Is(err, ttrpc.ErrClosed)
+	return errors.Is(err, errConnClosed) || errors.Is(err, ttrpc.ErrServerClosed) || errors.Is(err, ttrpc.ErrClosed) ||
+		errors.Is(err, io.EOF)
 }
 
 func runOnce(ctx context.Context, p *Plugin, opts ...stub.Option) error {

@@ -225,7 +225,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	defer stopWait()
 	require.NoError(t, world.ctd.WaitLog(waitCtx, harness.PluginSynced("10-nri-cni"), synced+1, 20*time.Second))
 	comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(plugin.Pid()), "comm"))
-	require.Equal(t, "nri-cni", strings.TrimSpace(string(comm)), "the pid we signal is nri-cni itself")
+	require.Equal(t, "nri-cni-k8s", strings.TrimSpace(string(comm)), "the pid we signal is nri-cni-k8s itself")
 
 	// The liveness probe, as the kubelet would exec it in the container.
 	probe := c.LivenessProbe.Exec.Command
