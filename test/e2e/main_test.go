@@ -42,8 +42,11 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	// Builds get a generous deadline of their own: on a loaded machine a cold
+	// go build of the pause image alone has taken minutes. Starting the
+	// runtimes gets its own, shorter one once everything is built.
+	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancelBuild()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "e2e setup:", err); return 1 }
 
 	dir, err := os.MkdirTemp("", "e2e")
@@ -66,9 +69,11 @@ func setupAndRun(m *testing.M) int {
 		return fail(err)
 	}
 	world.pauseTar = filepath.Join(dir, "pause.tar")
-	if err := harness.BuildPauseImageTar(ctx, dir, world.pauseTar); err != nil {
+	if err := harness.BuildPauseImageTar(buildCtx, dir, world.pauseTar); err != nil {
 		return fail(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	if err := startWorld(ctx, dir); err != nil {
 		closeWorld()
 		return fail(err)
