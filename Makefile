@@ -4,6 +4,9 @@ BIN     := bin/nri-cni
 BIN_K8S := bin/nri-cni-k8s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version=$(VERSION)
+# grpcnotrace: gRPC (the DRA kubelet plugin) without golang.org/x/net/trace,
+# whose html/template would double nri-cni-k8s (see test/deploy/arch_test.go).
+TAGS    := grpcnotrace
 # Packages without root-only tests (fast tier).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 ALL_PKGS  = $(shell $(GO) list ./...)
@@ -19,7 +22,7 @@ help: ## List the targets.
 
 build: ## Build bin/nri-cni (the node's binary: no API client) and bin/nri-cni-k8s (with Kubernetes mode), static.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cni
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_K8S) ./cmd/nri-cni-k8s
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN_K8S) ./cmd/nri-cni-k8s
 
 tools: ## Install the pinned test components (CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl, helm; apt when root).
 	bash test/tools/install.sh all

@@ -69,7 +69,7 @@ func (m *Manager) EnsureAttached(ctx context.Context, sb Sandbox, pidless bool) 
 	if _, err := m.store.Get(sb.ID); !errors.Is(err, state.ErrNotFound) {
 		return nil, nil // a record, or an unreadable one: known, as for AttachIfAbsent
 	}
-	if p, err := m.planner.Plan(ctx, plan.Pod{Namespace: sb.Pod.Namespace, Annotations: sb.Annotations}); err == nil && p.Skip != "" {
+	if p, err := m.planner.Plan(ctx, m.pod(sb)); err == nil && p.Skip != "" {
 		return nil, nil // filtered out, opted out, or not asking (requireAnnotation)
 	}
 	if err := m.Running(sb, pidless); err != nil {
@@ -158,7 +158,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
-	p, err := m.planner.Plan(ctx, plan.Pod{Namespace: sb.Pod.Namespace, Annotations: sb.Annotations})
+	p, err := m.planner.Plan(ctx, m.pod(sb))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
@@ -190,7 +190,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		Phase: state.PhaseAdding, Created: now, Updated: now,
 	}
 	for _, a := range p.Attachments {
-		rec.Networks = append(rec.Networks, state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD})
+		rec.Networks = append(rec.Networks, recorded(a))
 	}
 	// Persist the intent first: if we die mid-ADD, teardown knows what to DEL.
 	if err := m.store.Put(rec); err != nil {
@@ -214,6 +214,9 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		}
 		if res := results[i]; res != nil {
 			rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
+			if a.Claim != nil {
+				rec.Networks[i].Result = res.Raw
+			}
 			nl.WithField("ips", res.IPs).Info("network attached")
 		}
 	}

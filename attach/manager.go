@@ -59,6 +59,12 @@ type Sandbox struct {
 	IPs []string
 }
 
+// ClaimSource says which prepared DRA claim devices a pod has (memory only:
+// it is read inside the runtime's request).
+type ClaimSource interface {
+	ForPod(podUID string) []state.ClaimDevice
+}
+
 // Observer is told about every CNI operation (metrics).
 type Observer interface {
 	Op(op, network, result string, d time.Duration)
@@ -78,6 +84,9 @@ type Deps struct {
 	Multus func() string
 	// Sink receives pods' network status and failures; nil reports nothing.
 	Sink StatusSink
+	// Claims are the DRA claims prepared on this node (the DRA driver's
+	// records); nil without DRA.
+	Claims ClaimSource
 	// Routes moves a pod's default routes (nil: netns.SetDefaultRoutes; a
 	// seam for tests whose namespaces are not real).
 	Routes func(path, ifname string, gateways []net.IP) error
@@ -98,6 +107,7 @@ type Manager struct {
 	cni     *ops
 	report  *reporter
 	routes  func(path, ifname string, gateways []net.IP) error
+	claims  ClaimSource // nil: no DRA
 	// retries are the teardowns that failed, retried with backoff.
 	retries retries
 	// live: the pod sandboxes the runtime runs, for hot-plug.
@@ -118,7 +128,7 @@ func New(cfg config.Config, d Deps) *Manager {
 	planner := plan.New(cfg, plan.Catalogue{Local: d.Engine.Networks, NADs: d.NADs, NotReady: ready.NotReady,
 		MultusPrimary: d.Multus})
 	m := &Manager{cfg: cfg, planner: planner, ready: ready, ns: d.Netns, store: d.Store, log: log,
-		margin: DefaultMargin, locks: newLocks(), routes: d.Routes}
+		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims}
 	if m.routes == nil {
 		m.routes = netns.SetDefaultRoutes
 	}
@@ -196,6 +206,21 @@ func (m *Manager) SetLive(list []Sandbox) {
 }
 
 func (m *Manager) hotplug() bool { return m.cfg.Kubernetes.HotplugOn() }
+
+// pod is what planning knows of sb: its namespace, annotations and, for a
+// pod sandbox, the devices of its prepared DRA claims.
+func (m *Manager) pod(sb Sandbox) plan.Pod {
+	p := plan.Pod{Namespace: sb.Pod.Namespace, Annotations: sb.Annotations}
+	if m.claims != nil && sb.Kind == "pod" && sb.Pod.UID != "" {
+		p.Claims = m.claims.ForPod(sb.Pod.UID)
+	}
+	return p
+}
+
+// recorded is the record entry of a planned attachment.
+func recorded(a plan.Attachment) state.Network {
+	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim}
+}
 
 func (m *Manager) noteNetns(path string) {
 	if m.onNetns != nil && path != "" {

@@ -29,7 +29,6 @@ import (
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/netns"
-	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -103,7 +102,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	if m.planner.MultusOwns(sb.Annotations) != "" {
 		return false, nil
 	}
-	p, err := m.planner.Plan(ctx, plan.Pod{Namespace: sb.Pod.Namespace, Annotations: sb.Annotations})
+	p, err := m.planner.Plan(ctx, m.pod(sb))
 	if err != nil {
 		return false, refuse(err)
 	}
@@ -174,7 +173,9 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	}
 	first := len(nets)
 	for _, a := range add {
-		nets = append(nets, state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Pending: true})
+		n := recorded(a)
+		n.Pending = true
+		nets = append(nets, n)
 	}
 	rec.Networks, rec.Updated = nets, time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
@@ -205,6 +206,9 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		}
 		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
 		rec.Networks[i].Pending = false
+		if a.Claim != nil {
+			rec.Networks[i].Result = res.Raw
+		}
 		nl.WithField("ips", res.IPs).Info("network attached (hot-plug)")
 	}
 	m.noteNetns(rec.Netns)

@@ -24,6 +24,13 @@ type NetworkStatus struct {
 	// Gateways: the pod's default routes through this interface (NPWG
 	// "default-route").
 	Gateways []string
+	// Claim is the DRA claim device the network was asked for by (its
+	// status.devices entry is written too); nil for the others.
+	Claim *state.ClaimRef
+	// IPNets are the addresses with their prefix (CIDR), Result the ADD's
+	// CNI result: claim networks only (networkData, data).
+	IPNets []string
+	Result []byte
 }
 
 // PodNetworks is a pod's network-status: the runtime's own network first (the
@@ -36,6 +43,9 @@ type PodNetworks struct {
 	// carries UID in its kubernetes.io/config.mirror annotation instead.
 	Static   bool
 	Networks []NetworkStatus
+	// ClaimsOnly: Multus writes this pod's network-status (it is the
+	// node's primary network); only the claims' status is written.
+	ClaimsOnly bool
 }
 
 // AttachFailure is a failed attach, for a Warning Event on the pod. Network
@@ -87,11 +97,14 @@ type reporter struct {
 // attached hands rec's networks to the sink (pods with a UID only: the
 // status patch is guarded by it).
 func (r *reporter) attached(sb Sandbox, rec *state.Record) {
-	if r.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" || r.planner.MultusPrimary() != "" {
+	if r.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" {
 		return
 	}
 	pn := PodNetworks{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID, SandboxID: sb.ID,
-		Static: isStatic(sb.Annotations)}
+		Static: isStatic(sb.Annotations), ClaimsOnly: r.planner.MultusPrimary() != ""}
+	if pn.ClaimsOnly && !hasClaims(rec) {
+		return
+	}
 	pn.Networks = append(pn.Networks, NetworkStatus{
 		Name: r.cfg.Kubernetes.PrimaryNetworkName(), Interface: "eth0", IPs: bareIPs(sb.IPs), Default: true,
 	})
@@ -100,10 +113,22 @@ func (r *reporter) attached(sb Sandbox, rec *state.Record) {
 		if name == "" {
 			name = n.Name
 		}
-		pn.Networks = append(pn.Networks, NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac,
-			DNS: n.DNS, Gateways: n.Gateways})
+		ns := NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac, DNS: n.DNS, Gateways: n.Gateways}
+		if n.Claim != nil {
+			ns.Claim, ns.IPNets, ns.Result = n.Claim, n.IPs, n.Result
+		}
+		pn.Networks = append(pn.Networks, ns)
 	}
 	r.sink.PodNetworks(pn)
+}
+
+func hasClaims(rec *state.Record) bool {
+	for _, n := range rec.Networks {
+		if n.Claim != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // failed hands a failed attach to the sink.

@@ -7,6 +7,7 @@ package cni
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -148,6 +149,9 @@ type Result struct {
 	IPs []string // CIDR notation
 	Mac string
 	DNS types.DNS // as the plugin returned it (often empty)
+	// Raw is the whole result in the current CNI version's form (a DRA
+	// claim's status.devices[].data).
+	Raw json.RawMessage
 }
 
 // Add runs ADD of network n for a.
@@ -255,7 +259,11 @@ func summarize(res types.Result, ifname string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("converting CNI result: %w", err)
 	}
-	out := &Result{DNS: cur.DNS}
+	raw, err := json.Marshal(cur)
+	if err != nil {
+		return nil, fmt.Errorf("encoding CNI result: %w", err)
+	}
+	out := &Result{DNS: cur.DNS, Raw: raw}
 	ifIndex := -1
 	for i, itf := range cur.Interfaces {
 		if itf.Name == ifname && itf.Sandbox != "" {

@@ -25,6 +25,9 @@ type Owner struct {
 	// NAD is the NetworkAttachmentDefinition ("namespace/name") the
 	// network came from; empty for a config dir network.
 	NAD string `json:"nad,omitempty"`
+	// Claim is the DRA ResourceClaim ("namespace/name") the attachment
+	// was asked for by; empty for an annotation's or nri.conf's.
+	Claim string `json:"claim,omitempty"`
 }
 
 // Owned returns a copy of n whose list carries the marker (replacing any

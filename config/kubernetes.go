@@ -40,6 +40,8 @@ type KubernetesConfig struct {
 	// MaxNADConfigBytes: a NAD whose spec.config is larger fails every pod
 	// that names it, before it is parsed (0: DefaultMaxNADConfigBytes).
 	MaxNADConfigBytes int `json:"maxNADConfigBytes"`
+	// DRA is the DRA driver (dra.go); nil: off.
+	DRA *DRAConfig `json:"dra"`
 }
 
 // HotplugOn reports whether networks follow annotation changes.
@@ -129,6 +131,9 @@ func (k *KubernetesConfig) validate() error {
 	}
 	if n := k.DefaultNetworkName; n != "" && !networkNameRe.MatchString(n) {
 		return bad("defaultNetworkName", "%q is not a valid network name", n)
+	}
+	if err := k.DRA.validate(); err != nil {
+		return err
 	}
 	return k.validateNAD()
 }

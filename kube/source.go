@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	nadlisters "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/listers/k8s.cni.cncf.io/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -148,4 +150,43 @@ func (s *NADSource) WaitForSync(ctx context.Context) error {
 		return errNotSynced
 	}
 	return nil
+}
+
+// NADEntry is one NetworkAttachmentDefinition of the cache with its
+// verdict: its Network (a nil List: the confDir network of that Name), or
+// why it is refused.
+type NADEntry struct {
+	Ref     plan.NADRef
+	Network *cni.Network
+	Err     error
+}
+
+// List returns every cached NetworkAttachmentDefinition with its verdict,
+// by namespace/name (nil until the cache has synced).
+func (s *NADSource) List() []NADEntry {
+	if !s.informer.HasSynced() {
+		return nil
+	}
+	objs, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]NADEntry, 0, len(objs))
+	for _, obj := range objs {
+		ref := plan.NADRef{Namespace: obj.Namespace, Name: obj.Name}
+		n, err := s.parse(ref, obj)
+		out = append(out, NADEntry{Ref: ref, Network: n, Err: err})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref.String() < out[j].Ref.String() })
+	return out
+}
+
+// OnChange calls fn (on the informer's goroutine: it must not block) after
+// every add, update and delete the cache sees.
+func (s *NADSource) OnChange(fn func()) {
+	_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { fn() },
+		UpdateFunc: func(any, any) { fn() },
+		DeleteFunc: func(any) { fn() },
+	})
 }

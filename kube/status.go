@@ -34,7 +34,9 @@ const (
 // status and writes it from its own workers — never inside the runtime's
 // request — with a merge patch of the one annotation, guarded by the pod's
 // UID, retried with per-pod exponential backoff while the API server fails.
-// Failed attaches become Warning Events (the recorder is asynchronous too).
+// The status.devices entries of the pod's DRA claims go through the same
+// queue (claimstatus.go), one item per claim. Failed attaches become Warning
+// Events (the recorder is asynchronous too).
 type StatusWriter struct {
 	client   kubernetes.Interface
 	recorder record.EventRecorder
@@ -46,12 +48,17 @@ type StatusWriter struct {
 	seq     uint64
 }
 
-// pendingStatus is the latest status of a pod (keyed by UID) not yet
-// written; seq tells a newer one from the one a worker took.
+// pendingStatus is the latest status of a pod or a claim not yet written
+// (keyed "pod/<uid>" or "claim/<uid>"); seq tells a newer one from the one
+// a worker took.
 type pendingStatus struct {
-	pn  attach.PodNetworks
-	seq uint64
+	pn    *attach.PodNetworks // a pod's network-status
+	claim *claimStatus        // a claim's status.devices entries
+	seq   uint64
 }
+
+func podKey(uid string) string   { return "pod/" + uid }
+func claimKey(uid string) string { return "claim/" + uid }
 
 // StatusOptions tunes a StatusWriter; zero values take the defaults.
 type StatusOptions struct {
@@ -74,13 +81,25 @@ func NewStatusWriter(client kubernetes.Interface, recorder record.EventRecorder,
 	return &StatusWriter{client: client, recorder: recorder, log: log, queue: q, pending: map[string]pendingStatus{}}
 }
 
-// PodNetworks implements attach.StatusSink: it queues and returns.
+// PodNetworks implements attach.StatusSink: it queues the pod's
+// network-status and its claims' status, and returns.
 func (w *StatusWriter) PodNetworks(pn attach.PodNetworks) {
+	if !pn.ClaimsOnly {
+		w.enqueue(podKey(pn.UID), pendingStatus{pn: &pn})
+	}
+	for _, cs := range claimStatuses(pn) {
+		w.enqueue(claimKey(cs.UID), pendingStatus{claim: cs})
+	}
+}
+
+// enqueue makes p the latest status of key and queues key.
+func (w *StatusWriter) enqueue(key string, p pendingStatus) {
 	w.mu.Lock()
 	w.seq++
-	w.pending[pn.UID] = pendingStatus{pn: pn, seq: w.seq}
+	p.seq = w.seq
+	w.pending[key] = p
 	w.mu.Unlock()
-	w.queue.Add(pn.UID)
+	w.queue.Add(key)
 }
 
 // AttachFailed implements attach.StatusSink: a Warning Event on the pod
@@ -102,7 +121,7 @@ func (w *StatusWriter) CheckFailed(f attach.AttachFailure) {
 		"nri-cni: network %s failed CNI CHECK (not repaired; recreate the pod to get it back): %v", f.Network, f.Err)
 }
 
-// Pending is the number of pods whose status is not written yet.
+// Pending is the number of pods and claims whose status is not written yet.
 func (w *StatusWriter) Pending() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -127,26 +146,39 @@ func (w *StatusWriter) Run(ctx context.Context, workers int) {
 
 // next handles one queued pod; false when the queue is shut down.
 func (w *StatusWriter) next(ctx context.Context) bool {
-	uid, quit := w.queue.Get()
+	key, quit := w.queue.Get()
 	if quit {
 		return false
 	}
-	defer w.queue.Done(uid)
+	defer w.queue.Done(key)
 	w.mu.Lock()
-	p, ok := w.pending[uid]
+	p, ok := w.pending[key]
 	w.mu.Unlock()
 	if !ok {
-		w.queue.Forget(uid)
+		w.queue.Forget(key)
 		return true
 	}
+	done := func() {
+		w.queue.Forget(key)
+		w.mu.Lock()
+		if cur, ok := w.pending[key]; ok && cur.seq == p.seq {
+			delete(w.pending, key)
+		}
+		w.mu.Unlock()
+	}
+	if p.claim != nil {
+		w.nextClaim(ctx, key, p.claim, done)
+		return true
+	}
+	uid := p.pn.UID
 	log := w.log.WithFields(logrus.Fields{"pod": p.pn.Name, "namespace": p.pn.Namespace, "uid": uid})
-	err := w.write(ctx, p.pn)
+	err := w.write(ctx, *p.pn)
 	switch {
-	case p.pn.Static && apierrors.IsNotFound(err) && w.queue.NumRequeues(uid) < mirrorRetries:
+	case p.pn.Static && apierrors.IsNotFound(err) && w.queue.NumRequeues(key) < mirrorRetries:
 		// The kubelet creates a static pod's mirror when it can reach the
 		// API server, which may be after the attach: wait for it a while.
 		log.WithError(err).Debug("network-status of a static pod: no mirror pod yet; retrying")
-		w.queue.AddRateLimited(uid)
+		w.queue.AddRateLimited(key)
 	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err), p.pn.Static && apierrors.IsInvalid(err):
 		// Written; or the pod is gone, or this name is another pod now (the
 		// UID guard; for a mirror pod its failed test): its own attach writes
@@ -154,15 +186,10 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		if err != nil {
 			log.WithError(err).Debug("network-status not written: the pod is gone or replaced")
 		}
-		w.queue.Forget(uid)
-		w.mu.Lock()
-		if cur, ok := w.pending[uid]; ok && cur.seq == p.seq {
-			delete(w.pending, uid)
-		}
-		w.mu.Unlock()
+		done()
 	default:
-		log.WithError(err).WithField("retries", w.queue.NumRequeues(uid)).Warn("writing network-status failed; retrying with backoff")
-		w.queue.AddRateLimited(uid)
+		log.WithError(err).WithField("retries", w.queue.NumRequeues(key)).Warn("writing network-status failed; retrying with backoff")
+		w.queue.AddRateLimited(key)
 	}
 	return true
 }

@@ -12,8 +12,13 @@ import "github.com/nri-cni/nri-cni/state"
 func (p *Planner) Diff(recorded []state.Network, plan []Attachment) (keep map[int]int, add []Attachment, remove []int) {
 	keep = map[int]int{}
 	used := map[int]bool{}
-	id := func(nad, name string) string {
-		if nad != "" {
+	// A claim's network is its claim device's; the others are their NAD's
+	// or their network's.
+	id := func(nad, name string, c *state.ClaimRef) string {
+		switch {
+		case c != nil:
+			return "claim:" + c.UID + "/" + c.Request + "/" + c.Pool + "/" + c.Device + "/" + c.ShareID
+		case nad != "":
 			return "nad:" + nad
 		}
 		return "cni:" + name
@@ -21,7 +26,7 @@ func (p *Planner) Diff(recorded []state.Network, plan []Attachment) (keep map[in
 	match := func(i int, sameIf bool) {
 		a := plan[i]
 		for r, n := range recorded {
-			if used[r] || n.Pending || id(n.NAD, n.Name) != id(a.NAD, a.Network.Name) || (sameIf && n.IfName != a.IfName) {
+			if used[r] || n.Pending || id(n.NAD, n.Name, n.Claim) != id(a.NAD, a.Network.Name, a.Claim) || (sameIf && n.IfName != a.IfName) {
 				continue
 			}
 			keep[i], used[r] = r, true

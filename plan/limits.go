@@ -24,11 +24,17 @@ type LimitError struct {
 	Got        int    // at least this many (counting stops past the limit)
 	Max        int
 	Key        string // the nri.conf key of the limit
+	// Subject replaces "annotation <Annotation>" in the message when the
+	// limit is not one annotation's.
+	Subject string
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("annotation %s: %d %s, more than %s in nri.conf allows (%d)",
-		e.Annotation, e.Got, e.What, e.Key, e.Max)
+	subject := e.Subject
+	if subject == "" {
+		subject = "annotation " + e.Annotation
+	}
+	return fmt.Sprintf("%s: %d %s, more than %s in nri.conf allows (%d)", subject, e.Got, e.What, e.Key, e.Max)
 }
 
 // Unwrap makes errors.Is(err, ErrLimit) hold.

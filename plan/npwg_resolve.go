@@ -48,39 +48,9 @@ func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attac
 			return nil, fmt.Errorf("%w: planning %s stopped at element %d of %d", ErrOutOfTime, AnnotationNPWGNetworks, i+1, len(sels))
 		}
 		where := fmt.Sprintf("%s element %d (%s)", AnnotationNPWGNetworks, i+1, sel.Ref)
-		if sel.Ref.Namespace != podNamespace && !p.cfg.Kubernetes.SharesNamespace(sel.Ref.Namespace) {
-			return nil, fmt.Errorf("%s: %w: pods of namespace %q may use their own namespace's NetworkAttachmentDefinitions and those of kubernetes.sharedNamespaces %v",
-				where, ErrNamespaceNotAllowed, podNamespace, p.sharedNamespaces())
-		}
-		caps := sel.caps()
-		for _, c := range slices.Sorted(maps.Keys(caps)) {
-			if !p.podCaps.allowed[c] {
-				return nil, &CapabilityError{Annotation: fmt.Sprintf("%s key %q", where, selectionKey(c)), Capability: c, Allowed: p.podCaps.list}
-			}
-		}
-		n, err := p.cat.NADs.Network(sel.Ref)
+		n, caps, err := p.resolveNAD(where, podNamespace, sel, cni.Owner{NAD: sel.Ref.String()})
 		if err != nil {
-			return nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s: %w", where, sel.Ref, err)
-		}
-		if n.List == nil { // empty spec.config: the confDir network of that name
-			if n, err = p.Local(n.Name); err != nil {
-				return nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s has an empty spec.config: %w", where, sel.Ref, err)
-			}
-		}
-		for _, c := range slices.Sorted(maps.Keys(caps)) {
-			if !n.Declares(c) {
-				return nil, fmt.Errorf("%s: %w: %q (key %q) by network %q; add \"capabilities\": {%q: true} to a plugin that supports it",
-					where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
-			}
-		}
-		if err := p.checkCNIArgs(where, sel.CNIArgs); err != nil {
 			return nil, err
-		}
-		if n, err = n.Owned(cni.Owner{NAD: sel.Ref.String()}); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		if n, err = n.WithCNIArgs(sel.CNIArgs); err != nil {
-			return nil, fmt.Errorf("%s: \"cni-args\": %w", where, err)
 		}
 		if sel.Interface != "" {
 			if taken[sel.Interface] {
@@ -93,6 +63,65 @@ func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attac
 	}
 	p.nameInterfaces(atts, taken)
 	return atts, nil
+}
+
+// resolveNAD applies the gates of a selection of a NetworkAttachmentDefinition
+// (namespace isolation, podCapabilities, declared capabilities, podCNIArgs)
+// and returns its network, marked with owner and carrying the selection's
+// cni-args, with the selection's capability args. where names the element
+// in errors.
+func (p *Planner) resolveNAD(where, podNamespace string, sel NetworkSelection, owner cni.Owner) (*cni.Network, map[string]any, error) {
+	if sel.Ref.Namespace != podNamespace && !p.cfg.Kubernetes.SharesNamespace(sel.Ref.Namespace) {
+		return nil, nil, fmt.Errorf("%s: %w: pods of namespace %q may use their own namespace's NetworkAttachmentDefinitions and those of kubernetes.sharedNamespaces %v",
+			where, ErrNamespaceNotAllowed, podNamespace, p.sharedNamespaces())
+	}
+	if err := p.checkCaps(where, sel); err != nil {
+		return nil, nil, err
+	}
+	n, err := p.cat.NADs.Network(sel.Ref)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s: %w", where, sel.Ref, err)
+	}
+	if n.List == nil { // empty spec.config: the confDir network of that name
+		if n, err = p.Local(n.Name); err != nil {
+			return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s has an empty spec.config: %w", where, sel.Ref, err)
+		}
+	}
+	return p.finish(where, n, sel, owner)
+}
+
+// checkCaps: every capability the selection asks for is in podCapabilities.
+func (p *Planner) checkCaps(where string, sel NetworkSelection) error {
+	caps := sel.caps()
+	for _, c := range slices.Sorted(maps.Keys(caps)) {
+		if !p.podCaps.allowed[c] {
+			return &CapabilityError{Annotation: fmt.Sprintf("%s key %q", where, selectionKey(c)), Capability: c, Allowed: p.podCaps.list}
+		}
+	}
+	return nil
+}
+
+// finish checks that n declares the selection's capabilities and that its
+// cni-args are allowed, and returns n marked with owner and carrying them.
+func (p *Planner) finish(where string, n *cni.Network, sel NetworkSelection, owner cni.Owner) (*cni.Network, map[string]any, error) {
+	caps := sel.caps()
+	for _, c := range slices.Sorted(maps.Keys(caps)) {
+		if !n.Declares(c) {
+			return nil, nil, fmt.Errorf("%s: %w: %q (key %q) by network %q; add \"capabilities\": {%q: true} to a plugin that supports it",
+				where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
+		}
+	}
+	if err := p.checkCNIArgs(where, sel.CNIArgs); err != nil {
+		return nil, nil, err
+	}
+	n, err := n.Owned(owner)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if n, err = n.WithCNIArgs(sel.CNIArgs); err != nil {
+		return nil, nil, fmt.Errorf("%s: \"cni-args\": %w", where, err)
+	}
+	return n, caps, nil
 }
 
 // selectionKey is the selection element's key of capability c.

@@ -16,12 +16,16 @@ import (
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/state"
 )
 
 // Pod is what planning needs to know of a sandbox.
 type Pod struct {
 	Namespace   string
 	Annotations map[string]string
+	// Claims are the devices of the pod's prepared DRA claims (driver
+	// nri-cni.io), from the DRA driver's records.
+	Claims []state.ClaimDevice
 }
 
 // Attachment is one network to attach, with its interface name and the
@@ -41,6 +45,9 @@ type Attachment struct {
 	Gateways []net.IP
 	// Explicit: the pod named the interface (else nri-cni did).
 	Explicit bool
+	// Claim is the DRA claim device that asked for the attachment; nil
+	// for an annotation's or nri.conf's.
+	Claim *ClaimRef
 }
 
 // Name is what status and events call a's network: its NAD, else its CNI
@@ -206,16 +213,45 @@ func (p *Planner) CheckReady(atts []Attachment) error {
 // added ones).
 func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if !p.cfg.Namespaces.Allows(pod.Namespace) {
+		if len(pod.Claims) > 0 {
+			// Prepared claims are never dropped silently.
+			return Plan{}, fmt.Errorf("%s: %w: namespace %q is filtered out (config namespaces)",
+				pod.Claims[0].Ref.Where(), ErrClaimNotAllowed, pod.Namespace)
+		}
 		return Plan{Skip: fmt.Sprintf("namespace %q is filtered out (config namespaces)", pod.Namespace)}, nil
 	}
 	if err := checkAnnotationSizes(pod.Annotations, p.cfg.Limits); err != nil {
 		return Plan{}, err
 	}
 	atts, skip, err := p.choose(ctx, pod)
-	if err != nil || skip != "" {
-		return Plan{Skip: skip}, err
+	if err != nil {
+		return Plan{}, err
+	}
+	if skip != "" && len(pod.Claims) == 0 {
+		return Plan{Skip: skip}, nil
 	}
 	if err := p.podCaps.fill(atts, pod.Annotations); err != nil {
+		return Plan{}, err
+	}
+	if len(pod.Claims) == 0 {
+		return Plan{Attachments: atts}, nil
+	}
+	// A pod's claims attach whatever its annotations say: it asked for
+	// them explicitly, and the kubelet prepared them.
+	if total := len(atts) + len(pod.Claims); total > p.cfg.Limits.MaxNetworksPerPod {
+		return Plan{}, &LimitError{Subject: "the pod's annotations and ResourceClaims", What: "networks", Got: total,
+			Max: p.cfg.Limits.MaxNetworksPerPod, Key: config.MaxNetworksPerPodKey}
+	}
+	taken := map[string]bool{}
+	for _, a := range atts {
+		taken[a.IfName] = true
+	}
+	claimed, err := p.claims(ctx, pod.Namespace, pod.Claims, taken)
+	if err != nil {
+		return Plan{}, err
+	}
+	atts = append(atts, claimed...)
+	if err := combinedDefaultRoutes(atts); err != nil {
 		return Plan{}, err
 	}
 	return Plan{Attachments: atts}, nil

@@ -67,6 +67,12 @@ type Network struct {
 	// Pending: recorded before its ADD (a hot-plug) and not confirmed yet;
 	// a restarted nri-cni DELs it and adds it again if still wanted.
 	Pending bool `json:"pending,omitempty"`
+	// Claim is the DRA claim device that asked for the network; nil for an
+	// annotation's or nri.conf's.
+	Claim *ClaimRef `json:"claim,omitempty"`
+	// Result is the ADD's CNI result, kept for claim networks only (their
+	// status.devices[].data).
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // DNS is a CNI result's DNS section.

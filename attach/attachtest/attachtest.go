@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +125,8 @@ type Fixture struct {
 	// Src and Sink are Kubernetes mode's (NewKube); nil otherwise.
 	Src  *Source
 	Sink *Sink
+	// Claims are the prepared DRA claims (NewKube); nil otherwise.
+	Claims *state.Claims
 	// Routes, if set before Reconfigure, replaces netns.SetDefaultRoutes
 	// (the fake namespaces are not real).
 	Routes func(path, ifname string, gateways []net.IP) error
@@ -169,6 +173,9 @@ func (f *Fixture) Deps() attach.Deps {
 	d := attach.Deps{Engine: f.Mgr.Engine(), Netns: f.Netns, Store: f.Mgr.Store(), Routes: f.Routes, Multus: f.Multus}
 	if f.Src != nil {
 		d.NADs, d.Sink = f.Src, f.Sink
+	}
+	if f.Claims != nil {
+		d.Claims = f.Claims
 	}
 	return d
 }
@@ -239,6 +246,9 @@ func NewKube(t *testing.T, tune func(*config.Config)) *Fixture {
 	}
 	require.NoError(t, f.Cfg.Validate())
 	f.Src, f.Sink = &Source{NADs: map[plan.NADRef]*cni.Network{}}, &Sink{}
+	claims, err := state.OpenClaims(f.Cfg.StateDir)
+	require.NoError(t, err)
+	f.Claims = claims
 	f.Mgr = attach.New(f.Cfg, f.Deps())
 	return f
 }
@@ -253,6 +263,24 @@ func (f *Fixture) NAD(ref plan.NADRef, cniName string, extra map[string]any) *cn
 	require.NoError(f.T, err)
 	f.Src.Set(ref, n)
 	return n
+}
+
+// Claim records a prepared claim of sb's pod: one device per network
+// (a config dir network's name or a NAD's "namespace/name"), each with
+// the given NetworkConfig keys (JSON object members, "" for none).
+func (f *Fixture) Claim(sb attach.Sandbox, name string, networks map[string]string) *state.PreparedClaim {
+	f.T.Helper()
+	pc := &state.PreparedClaim{UID: "uid-" + name, Namespace: sb.Pod.Namespace, Name: name, Pods: []string{sb.Pod.UID}}
+	for _, n := range slices.Sorted(maps.Keys(networks)) {
+		d := state.ClaimDevice{Ref: state.ClaimRef{Namespace: sb.Pod.Namespace, Name: name, UID: pc.UID, Request: "req-" + n,
+			Driver: "nri-cni.io", Pool: "node-1", Device: "dev-" + strings.ReplaceAll(n, "/", "-")}, Network: n}
+		if keys := networks[n]; keys != "" {
+			d.Configs = []state.ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig",` + keys + `}`)}}
+		}
+		pc.Devices = append(pc.Devices, d)
+	}
+	require.NoError(f.T, f.Claims.Put(pc))
+	return pc
 }
 
 // Source is a plan.NADSource over a map; Unsynced answers

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sirupsen/logrus"
 
@@ -10,8 +11,10 @@ import (
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/nadpolicy"
 	"github.com/nri-cni/nri-cni/reconcile"
+	"github.com/nri-cni/nri-cni/state"
 )
 
 // startKubernetes starts Kubernetes mode for cfg's kubernetes section (NAD
@@ -46,14 +49,37 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	if f := multus.Primary(); f != "" && k.NPWG() {
 		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
 	}
-	start := func(mgr *attach.Manager, resync *reconcile.Resyncer) {
-		if !k.HotplugOn() {
-			return
+	km := &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary}
+	var claims *state.Claims
+	if k.DRAOn() {
+		// Opened now: the engine reads the prepared claims at every pod start.
+		if claims, err = state.OpenClaims(cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("DRA: %w", err)
 		}
-		w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
-		resync.AfterSync(w.ResyncAll)
-		go w.Run(ctx, 0)
-		log.WithField("node", clients.NodeName).Info("hot-plug on: pods' networks follow their networks annotation")
+		for _, err := range claims.LoadErrors() {
+			log.WithError(err).Error("DRA: a prepared claim's record is unreadable; the kubelet prepares it again")
+		}
+		km.Claims = claims
 	}
-	return &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary, Start: start}, nil
+	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer) error {
+		if k.HotplugOn() {
+			w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+			resync.AfterSync(w.ResyncAll)
+			go w.Run(ctx, 0)
+			log.WithField("node", clients.NodeName).Info("hot-plug on: pods' networks follow their networks annotation")
+		}
+		if !k.DRAOn() {
+			return nil
+		}
+		drv, err := startDRA(ctx, cfg, clients, mode, claims, mgr, log)
+		if err != nil {
+			return err
+		}
+		inv := drv.Published()
+		log.WithFields(logrus.Fields{"driver": dra.DriverName, "node": clients.NodeName, "devices": len(inv.Devices),
+			"notPublished": len(inv.Skipped), "kubeletDir": k.DRA.KubeletRoot(), "sharing": k.DRA.SharingMode()}).
+			Info("DRA driver registered: networks as ResourceClaims")
+		return nil
+	}
+	return km, nil
 }

@@ -1,11 +1,14 @@
 package deploy_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/tools/image/build"
 )
 
 // The data path (event → netns → CNI → state) never imports the Kubernetes
@@ -27,19 +30,34 @@ func TestCorePackagesDoNotImportClientGo(t *testing.T) {
 	}
 }
 
-// The binary links no text/template or html/template: their reflective
+// The binaries link no text/template or html/template: their reflective
 // method calls make the linker keep every exported method of every type
-// (33 MB grew to 61 MB when a template crept in).
-func TestBinaryLinksNoTemplates(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "./cmd/nri-cni")
-	cmd.Dir = harness.RepoRoot()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -deps ./cmd/nri-cni: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "text/template" || dep == "html/template" {
-			t.Errorf("./cmd/nri-cni depends on %s: render with strings instead", dep)
+// (33 MB grew to 61 MB when a template crept in; 65 MB when gRPC's
+// x/net/trace did, which the grpcnotrace tag of the Makefile and the image
+// build keeps out).
+func TestBinariesLinkNoTemplates(t *testing.T) {
+	for _, pkg := range []string{"./cmd/nri-cni", "./cmd/nri-cni-k8s"} {
+		cmd := exec.Command("go", "list", "-deps", "-tags", build.BuildTags, pkg)
+		cmd.Dir = harness.RepoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
 		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == "text/template" || dep == "html/template" {
+				t.Errorf("%s depends on %s: render with strings instead (or find the build tag that drops it)", pkg, dep)
+			}
+		}
+	}
+}
+
+// The Makefile builds with the tags the image build uses.
+func TestMakefileBuildTags(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "\nTAGS    := "+build.BuildTags+"\n") {
+		t.Errorf("Makefile: want TAGS := %s (test/tools/image/build.BuildTags)", build.BuildTags)
 	}
 }

@@ -50,9 +50,11 @@ type KubeMode struct {
 	NADs   plan.NADSource
 	Sink   attach.StatusSink
 	Multus func() string
+	// Claims are the prepared DRA claims (nil without the DRA driver).
+	Claims attach.ClaimSource
 	// Start, if set, starts what needs the engine (hot-plug's pod
-	// watcher) once it is built.
-	Start func(mgr *attach.Manager, resync *reconcile.Resyncer)
+	// watcher, the DRA driver) once it is built.
+	Start func(mgr *attach.Manager, resync *reconcile.Resyncer) error
 }
 
 // Main runs the command line with the process's I/O and environment until

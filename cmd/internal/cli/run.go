@@ -55,7 +55,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 		if kube, err = a.kube(ctx, cfg, a.getenv, log); err != nil {
 			return a.fail("kubernetes: %v", err)
 		}
-		deps.NADs, deps.Sink, deps.Multus = kube.NADs, kube.Sink, kube.Multus
+		deps.NADs, deps.Sink, deps.Multus, deps.Claims = kube.NADs, kube.Sink, kube.Multus, kube.Claims
 	} else {
 		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
 	}
@@ -73,7 +73,9 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 		plugin.OnConnection = m.SetConnected
 	}
 	if kube != nil && kube.Start != nil {
-		kube.Start(mgr, resync)
+		if err := kube.Start(mgr, resync); err != nil {
+			return a.fail("kubernetes: %v", err)
+		}
 	}
 	if err := startWatchers(ctx, mgr, log); err != nil {
 		return a.fail("%v", err)

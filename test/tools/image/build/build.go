@@ -121,13 +121,17 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	return Result{Out: o.Out, Tag: o.Tag, Binary: o.BinOut, CNIDir: o.CNIDir, Digest: digest, Version: o.Version}, nil
 }
 
+// BuildTags are the main Makefile's TAGS.
+const BuildTags = "grpcnotrace"
+
 // GoBuild builds ./cmd/nri-cni-k8s the way the main Makefile's build target
-// does: CGO_ENABLED=0, -trimpath, -ldflags "-s -w -X …/cmd/internal/cli.version=…".
+// does: CGO_ENABLED=0, -trimpath, -tags BuildTags, -ldflags "-s -w -X
+// …/cmd/internal/cli.version=…".
 func GoBuild(ctx context.Context, repoRoot, out, version, arch string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", BuildTags,
 		"-ldflags", "-s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version="+version, "-o", out, "./cmd/nri-cni-k8s")
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)

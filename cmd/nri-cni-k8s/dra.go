@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/kube/dra"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// startDRA registers the DRA driver with the kubelet and keeps this node's
+// ResourceSlice current: the config dir's networks (kubernetes.dra.
+// nodeNetworks) and the NADs the policy allows, each checked here.
+func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mode *kube.Mode, claims *state.Claims,
+	mgr *attach.Manager, log *logrus.Entry) (*dra.Driver, error) {
+	d := cfg.Kubernetes.DRA
+	status := &dra.StatusCache{Status: mgr.Engine().Status, TTL: cfg.StatusInterval.D()}
+	candidates := func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }
+	checker := dra.Checker{
+		FindPlugin: func(typ string) error {
+			_, err := invoke.FindInPath(typ, cfg.BinDirs)
+			return err
+		},
+		LinkExists: func(name string) error {
+			_, err := netlink.LinkByName(name)
+			return err
+		},
+		NotReady: func(c dra.Candidate) error {
+			if c.Local {
+				return mgr.Readiness().NotReady(c.Net.Name) // the readiness reconciler's answer
+			}
+			sctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
+			defer cancel()
+			return status.NotReady(sctx, c.Net)
+		},
+	}
+	drv := dra.New(dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
+		Planner: mgr.Planner(), Sink: mode.Status, Candidates: candidates, Checker: checker, Limits: cfg.Limits,
+		Log: log.WithField("component", "dra")})
+	if d.PublishNADs() {
+		// The first list completes the catalogue; a NAD change republishes.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := mode.Source.WaitForSync(wctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("DRA: %w", err)
+		}
+		mode.Source.OnChange(drv.Kick)
+	}
+	if err := drv.Start(ctx); err != nil {
+		return nil, err
+	}
+	return drv, nil
+}
+
+// draCandidates lists what the node might publish: the config dir's
+// networks (nodeNetworks, or all), then the NADs.
+func draCandidates(local []*cni.Network, nads *kube.NADSource, d *config.DRAConfig) []dra.Candidate {
+	var out []dra.Candidate
+	byName := map[string]*cni.Network{}
+	for _, n := range local {
+		byName[n.Name] = n
+		if len(d.NodeNetworks) == 0 || slices.Contains(d.NodeNetworks, n.Name) {
+			out = append(out, dra.Candidate{Network: n.Name, Net: n, Local: true})
+		}
+	}
+	for _, name := range d.NodeNetworks {
+		if byName[name] == nil {
+			out = append(out, dra.Candidate{Network: name, Err: fmt.Errorf("%w %q (kubernetes.dra.nodeNetworks)", cni.ErrUnknownNetwork, name)})
+		}
+	}
+	if !d.PublishNADs() {
+		return out
+	}
+	for _, e := range nads.List() {
+		c := dra.Candidate{Network: e.Ref.String(), Namespace: e.Ref.Namespace, Net: e.Network, Err: e.Err}
+		if c.Err == nil && c.Net.List == nil { // empty spec.config: the config dir network of its name
+			c.Local = true
+			if c.Net = byName[e.Network.Name]; c.Net == nil {
+				c.Err = fmt.Errorf("empty spec.config and %w %q in the config dir", cni.ErrUnknownNetwork, e.Network.Name)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// DRAConfig is the DRA driver (kubernetes.dra): networks as ResourceClaims
+// of driver nri-cni.io. Off unless enabled.
+type DRAConfig struct {
+	// Enabled registers the driver with the kubelet and publishes this
+	// node's ResourceSlice.
+	Enabled bool `json:"enabled"`
+	// KubeletDir is the kubelet's root directory: the driver's socket goes
+	// in <kubeletDir>/plugins/nri-cni.io, its registration in
+	// <kubeletDir>/plugins_registry (empty: /var/lib/kubelet).
+	KubeletDir string `json:"kubeletDir"`
+	// NodeNetworks are the config dir networks published as devices (any
+	// namespace's claim may get them); empty means every loaded one. Each
+	// must be a CNI network name.
+	NodeNetworks []string `json:"nodeNetworks"`
+	// NADs publishes the NetworkAttachmentDefinitions kubernetes.nadPolicy
+	// allows (a claim may get those of its namespace and of
+	// kubernetes.sharedNamespaces). Default true.
+	NADs *bool `json:"nads"`
+	// Sharing is how one network serves many claims: "auto" (default):
+	// one device per network that allows multiple allocations (KEP-5075)
+	// where the API server keeps that field, else slots; "multiple"; or
+	// "slots": devices <network>-<n>, one claim each.
+	Sharing string `json:"sharing"`
+	// Slots bounds the slots of a network (fewer when its host-local
+	// ranges hold fewer addresses). Default 16.
+	Slots int `json:"slots"`
+	// MaxDevices bounds the published devices (NADs are tenant input):
+	// the networks past it are not published, and said so. Default 512.
+	MaxDevices int `json:"maxDevices"`
+}
+
+// DRA defaults and bounds.
+const (
+	DefaultKubeletDir    = "/var/lib/kubelet"
+	DefaultDRASlots      = 16
+	DefaultDRAMaxDevices = 512
+	maxDRASlots          = 128
+	maxDRADevices        = 4096
+	SharingAuto          = "auto"
+	SharingMultiple      = "multiple"
+	SharingSlots         = "slots"
+)
+
+// DRAOn reports whether the DRA driver runs.
+func (k *KubernetesConfig) DRAOn() bool { return k != nil && k.DRA != nil && k.DRA.Enabled }
+
+// KubeletRoot returns KubeletDir or its default.
+func (d *DRAConfig) KubeletRoot() string {
+	if d == nil || d.KubeletDir == "" {
+		return DefaultKubeletDir
+	}
+	return d.KubeletDir
+}
+
+// PublishNADs reports whether NADs are published.
+func (d *DRAConfig) PublishNADs() bool { return d == nil || d.NADs == nil || *d.NADs }
+
+// SharingMode returns Sharing or its default.
+func (d *DRAConfig) SharingMode() string {
+	if d == nil || d.Sharing == "" {
+		return SharingAuto
+	}
+	return d.Sharing
+}
+
+// SlotCount returns Slots or its default.
+func (d *DRAConfig) SlotCount() int {
+	if d == nil || d.Slots == 0 {
+		return DefaultDRASlots
+	}
+	return d.Slots
+}
+
+// DeviceLimit returns MaxDevices or its default.
+func (d *DRAConfig) DeviceLimit() int {
+	if d == nil || d.MaxDevices == 0 {
+		return DefaultDRAMaxDevices
+	}
+	return d.MaxDevices
+}
+
+func (d *DRAConfig) validate() error {
+	if d == nil {
+		return nil
+	}
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: kubernetes.dra.%s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	if d.KubeletDir != "" && !filepath.IsAbs(d.KubeletDir) {
+		return bad("kubeletDir", "must be an absolute path, got %q", d.KubeletDir)
+	}
+	seen := map[string]bool{}
+	for i, n := range d.NodeNetworks {
+		if !networkNameRe.MatchString(n) {
+			return bad(fmt.Sprintf("nodeNetworks[%d]", i), "%q is not a CNI network name", n)
+		}
+		if seen[n] {
+			return bad(fmt.Sprintf("nodeNetworks[%d]", i), "%q listed twice", n)
+		}
+		seen[n] = true
+	}
+	switch d.Sharing {
+	case "", SharingAuto, SharingMultiple, SharingSlots:
+	default:
+		return bad("sharing", "%q: want %s, %s or %s", d.Sharing, SharingAuto, SharingMultiple, SharingSlots)
+	}
+	if d.Slots < 0 || d.Slots > maxDRASlots {
+		return bad("slots", "%d must be between 1 and %d (0: %d)", d.Slots, maxDRASlots, DefaultDRASlots)
+	}
+	if d.MaxDevices < 0 || d.MaxDevices > maxDRADevices {
+		return bad("maxDevices", "%d must be between 1 and %d (0: %d)", d.MaxDevices, maxDRADevices, DefaultDRAMaxDevices)
+	}
+	return nil
+}

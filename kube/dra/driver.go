@@ -1,0 +1,410 @@
+// Package dra is nri-cni's DRA driver (driver nri-cni.io): networks as
+// ResourceClaims. It registers with the kubelet through
+// k8s.io/dynamic-resource-allocation's kubelet plugin helper, publishes a
+// ResourceSlice whose devices are the networks this node can attach
+// (inventory.go, check.go), and, when the kubelet prepares a claim,
+// records which network each allocated device is and the claim's
+// NetworkConfig (fast: no CNI). RunPodSandbox then attaches the pod's
+// claims from those records with the rest of its networks, inside the
+// runtime's deadline and without an API call; the status writer reports
+// them in the claim's status.devices. Unprepare forgets the record.
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// DriverName is the driver, the DeviceClass and the opaque config's driver.
+const DriverName = "nri-cni.io"
+
+// Errors of claims the node will not prepare; each names the claim.
+var (
+	ErrNotAllocated = errors.New("not allocated")
+	ErrNotOwnClaim  = errors.New("not a pod's own claim")
+	ErrUnknownDev   = errors.New("not a network device of this node")
+	ErrAdminAccess  = errors.New("admin access to network devices is not supported")
+)
+
+// ClaimSink is told when a claim is released (its status entries go).
+type ClaimSink interface {
+	ClaimReleased(namespace, name, uid string)
+}
+
+// Options wire a Driver.
+type Options struct {
+	NodeName string
+	Client   kubernetes.Interface
+	Config   *config.DRAConfig
+	Claims   *state.Claims
+	Planner  *plan.Planner
+	Sink     ClaimSink
+	// Candidates returns the networks the node might publish (Catalogue).
+	Candidates func() []Candidate
+	Checker    Checker
+	// Limits bound what one claim may ask for.
+	Limits config.Limits
+	Log    *logrus.Entry
+	// Refresh re-checks and republishes this often (default 30 s); a
+	// Kick does it at once.
+	Refresh time.Duration
+}
+
+// Driver is the DRA driver. Safe for concurrent use.
+type Driver struct {
+	o      Options
+	helper *kubeletplugin.Helper
+	kick   chan struct{}
+
+	mu       sync.Mutex // guards multiple, inv, started
+	multiple bool       // devices allow multiple allocations (else slots)
+	inv      Inventory
+}
+
+// New returns a driver; Start registers it.
+func New(o Options) *Driver {
+	if o.Refresh <= 0 {
+		o.Refresh = 30 * time.Second
+	}
+	d := &Driver{o: o, kick: make(chan struct{}, 1)}
+	d.multiple = o.Config.SharingMode() != config.SharingSlots
+	return d
+}
+
+// Kick asks for a re-check and republish (a NAD or config changed). It
+// never blocks.
+func (d *Driver) Kick() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start computes the inventory, registers with the kubelet (the kubelet
+// may prepare claims from then on), publishes the ResourceSlice and keeps
+// it current until ctx ends.
+func (d *Driver) Start(ctx context.Context) error {
+	d.refresh()
+	root := d.o.Config.KubeletRoot()
+	h, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.NodeName(d.o.NodeName),
+		kubeletplugin.KubeClient(d.o.Client),
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(root, "plugins_registry")),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(root, "plugins", DriverName)),
+		kubeletplugin.HealthService(false),
+	)
+	if err != nil {
+		return fmt.Errorf("DRA driver %s: %w", DriverName, err)
+	}
+	d.helper = h
+	if err := d.publish(ctx); err != nil {
+		h.Stop()
+		return err
+	}
+	go d.run(ctx)
+	return nil
+}
+
+// run keeps the ResourceSlice current until ctx ends.
+func (d *Driver) run(ctx context.Context) {
+	defer d.helper.Stop()
+	t := time.NewTicker(d.o.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.kick:
+			// Coalesce a burst (a namespace's NADs applied at once).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		if d.refresh() {
+			if err := d.publish(ctx); err != nil {
+				d.o.Log.WithError(err).Warn("DRA: publishing the ResourceSlice failed; retrying")
+			}
+		}
+	}
+}
+
+// refresh rebuilds the inventory; true when it changed.
+func (d *Driver) refresh() bool {
+	d.mu.Lock()
+	multiple := d.multiple
+	d.mu.Unlock()
+	inv := BuildInventory(d.o.Candidates(), d.o.Checker.Check, InventoryOptions{Multiple: multiple,
+		Slots: d.o.Config.SlotCount(), MaxDevices: d.o.Config.DeviceLimit()})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sameInventory(d.inv, inv) {
+		return false
+	}
+	for _, s := range inv.Skipped {
+		if !slices.Contains(d.inv.Skipped, s) {
+			d.o.Log.WithFields(logrus.Fields{"network": s.Network, "reason": s.Reason}).
+				Warn("DRA: network not published: pods that claim it are not scheduled here")
+		}
+	}
+	d.inv = inv
+	return true
+}
+
+func sameInventory(a, b Inventory) bool {
+	if len(a.Devices) != len(b.Devices) || !slices.Equal(a.Skipped, b.Skipped) {
+		return false
+	}
+	for i := range a.Devices {
+		if a.Devices[i].Name != b.Devices[i].Name || a.Networks[a.Devices[i].Name] != b.Networks[b.Devices[i].Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// publish hands the current devices to the helper's ResourceSlice
+// controller (one pool named after the node, slices of at most 128).
+func (d *Driver) publish(ctx context.Context) error {
+	d.mu.Lock()
+	devices := slices.Clone(d.inv.Devices)
+	multiple := d.multiple
+	d.mu.Unlock()
+	var pool resourceslice.Pool
+	for len(devices) > 0 {
+		n := min(len(devices), resourceapi.ResourceSliceMaxDevices)
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: devices[:n]})
+		devices = devices[n:]
+	}
+	if len(pool.Slices) == 0 {
+		pool.Slices = []resourceslice.Slice{{}}
+	}
+	if err := d.helper.PublishResources(ctx, resourceslice.DriverResources{
+		Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}); err != nil {
+		return fmt.Errorf("DRA: publishing: %w", err)
+	}
+	d.o.Log.WithFields(logrus.Fields{"devices": len(d.inv.Devices), "multipleAllocations": multiple}).
+		Info("DRA: ResourceSlice published")
+	return nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: background errors of the
+// helper (publishing). A ResourceSlice whose allowMultipleAllocations the
+// API server dropped (DRAConsumableCapacity off: Kubernetes before 1.36, or
+// the gate turned off) is republished as slots, with sharing "auto".
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) && droppedMultiple(dropped) {
+		d.mu.Lock()
+		switch {
+		case d.o.Config.SharingMode() == config.SharingAuto && d.multiple:
+			d.multiple = false
+			d.mu.Unlock()
+			d.o.Log.Warn("DRA: the API server dropped allowMultipleAllocations (DRAConsumableCapacity is off): publishing slots instead")
+			d.Kick()
+			return
+		case d.o.Config.SharingMode() == config.SharingMultiple:
+			d.mu.Unlock()
+			d.o.Log.Error("DRA: kubernetes.dra.sharing is \"multiple\" but the API server dropped allowMultipleAllocations " +
+				"(DRAConsumableCapacity is off): each network can serve one claim; use sharing auto or slots")
+			return
+		}
+		d.mu.Unlock()
+	}
+	d.o.Log.WithError(err).WithField("recoverable", errors.Is(err, kubeletplugin.ErrRecoverable)).Warn("DRA: " + msg)
+}
+
+// droppedMultiple: the API server dropped allowMultipleAllocations.
+func droppedMultiple(e *resourceslice.DroppedFieldsError) bool {
+	if e.DesiredSlice == nil || e.ActualSlice == nil {
+		return false
+	}
+	for i := range e.DesiredSlice.Spec.Devices {
+		if i >= len(e.ActualSlice.Spec.Devices) {
+			break
+		}
+		if e.DesiredSlice.Spec.Devices[i].AllowMultipleAllocations != nil && e.ActualSlice.Spec.Devices[i].AllowMultipleAllocations == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: not offered (the
+// health service is off).
+func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
+// network returns the network of a device of this node's pool: by its
+// name, or, for a slot ("<base>-<n>") allocated before sharing switched to
+// multiple allocations, by its base name (Networks holds both forms).
+func (d *Driver) network(pool, device string) (string, bool) {
+	if pool != d.o.NodeName {
+		return "", false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n, ok := d.inv.Networks[device]; ok {
+		return n, true
+	}
+	if i := strings.LastIndexByte(device, '-'); i > 0 {
+		if _, err := strconv.Atoi(device[i+1:]); err == nil {
+			n, ok := d.inv.Networks[device[:i]]
+			return n, ok
+		}
+	}
+	return "", false
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin: each claim is
+// checked and recorded; no CNI runs here.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := d.prepare(c)
+		log := d.o.Log.WithFields(logrus.Fields{"claim": c.Name, "namespace": c.Namespace, "uid": c.UID})
+		if err != nil {
+			log.WithError(err).Warn("DRA: claim not prepared")
+		} else {
+			log.WithField("devices", len(devs)).Info("DRA: claim prepared")
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Err: err, Devices: devs}
+	}
+	return out, nil
+}
+
+// prepare checks one claim and records it.
+func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	where := fmt.Sprintf("ResourceClaim %s/%s", c.Namespace, c.Name)
+	alloc := c.Status.Allocation
+	if alloc == nil {
+		return nil, fmt.Errorf("%s: %w", where, ErrNotAllocated)
+	}
+	pod, err := ownPod(c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	pc := &state.PreparedClaim{UID: string(c.UID), Namespace: c.Namespace, Name: c.Name, Pods: []string{pod},
+		Prepared: time.Now().UTC()}
+	var devs []kubeletplugin.Device
+	for _, r := range alloc.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		ref := state.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: string(c.UID), Request: r.Request,
+			Driver: r.Driver, Pool: r.Pool, Device: r.Device}
+		if r.ShareID != nil {
+			ref.ShareID = string(*r.ShareID)
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			return nil, fmt.Errorf("%s: %w", ref.Where(), ErrAdminAccess)
+		}
+		network, ok := d.network(r.Pool, r.Device)
+		if !ok {
+			return nil, fmt.Errorf("%s: %w (pool %q): it is no longer published (the network or its NetworkAttachmentDefinition changed)",
+				ref.Where(), ErrUnknownDev, r.Pool)
+		}
+		dev := state.ClaimDevice{Ref: ref, Network: network, Configs: configsFor(alloc.Devices.Config, r.Request)}
+		if err := d.o.Planner.CheckClaim(dev); err != nil {
+			return nil, err
+		}
+		pc.Devices = append(pc.Devices, dev)
+		devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
+			ShareID: r.ShareID})
+	}
+	if max := d.o.Limits.MaxNetworksPerPod; len(pc.Devices) > max {
+		return nil, fmt.Errorf("%s: %d network devices, more than %s (%d)", where, len(pc.Devices), config.MaxNetworksPerPodKey, max)
+	}
+	if err := d.o.Claims.Put(pc); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return devs, nil
+}
+
+// ownPod returns the UID of the one pod the claim is reserved for, which
+// must own it (a claim made from the pod's ResourceClaimTemplate). The
+// kubelet prepares a claim once per node: a pod that started sharing it
+// later would never be seen, and would start without the network.
+func ownPod(c *resourceapi.ResourceClaim) (string, error) {
+	var pods []string
+	for _, r := range c.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			pods = append(pods, string(r.UID))
+		}
+	}
+	if len(pods) != 1 {
+		return "", fmt.Errorf("%w: reserved for %d pods; a network claim attaches one pod: make it from the pod's ResourceClaimTemplate", ErrNotOwnClaim, len(pods))
+	}
+	for _, o := range c.OwnerReferences {
+		if o.Kind == "Pod" && o.APIVersion == "v1" && string(o.UID) == pods[0] && o.Controller != nil && *o.Controller {
+			return pods[0], nil
+		}
+	}
+	return "", fmt.Errorf("%w: it is not owned by the pod it is reserved for; a network claim attaches one pod: make it from the pod's ResourceClaimTemplate (spec.resourceClaims[].resourceClaimTemplateName)", ErrNotOwnClaim)
+}
+
+// configsFor returns the opaque configs of driver nri-cni.io that apply to
+// request (a "request/subrequest" matches configs of either), the class's
+// and the claim's, in allocation order.
+func configsFor(configs []resourceapi.DeviceAllocationConfiguration, request string) []state.ClaimConfig {
+	parent, _, _ := strings.Cut(request, "/")
+	var out []state.ClaimConfig
+	for _, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != DriverName {
+			continue
+		}
+		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
+			continue
+		}
+		out = append(out, state.ClaimConfig{FromClass: c.Source == resourceapi.AllocationConfigSourceClass,
+			Raw: slices.Clone(c.Opaque.Parameters.Raw)})
+	}
+	return out
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the record
+// goes (the pod's attachments were torn down with its sandbox) and so do
+// nri-cni's entries in the claim's status.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		err := d.o.Claims.Delete(string(c.UID))
+		out[c.UID] = err
+		if err == nil {
+			if d.o.Sink != nil {
+				d.o.Sink.ClaimReleased(c.Namespace, c.Name, string(c.UID))
+			}
+			d.o.Log.WithFields(logrus.Fields{"claim": c.Name, "namespace": c.Namespace, "uid": c.UID}).Info("DRA: claim unprepared")
+		}
+	}
+	return out, nil
+}
+
+// Published returns the devices published now (tests, the CLI).
+func (d *Driver) Published() Inventory {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inv
+}

@@ -1,0 +1,272 @@
+package plan
+
+// Networks asked for by DRA ResourceClaims (driver nri-cni.io). The DRA
+// driver records, when the kubelet prepares a claim, which device (one
+// network each) every request got and the claim's NetworkConfig; planning
+// turns those into attachments under the same gates as the NPWG annotation
+// (namespace isolation, podCapabilities, declared capabilities, podCNIArgs,
+// limits). Pure: the records come in with the Pod.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// The claim config's type: an opaque DeviceConfiguration of driver
+// nri-cni.io.
+const (
+	NetworkConfigAPIVersion = "nri-cni.io/v1alpha1"
+	NetworkConfigKind       = "NetworkConfig"
+)
+
+// ErrBadClaimConfig wraps every error of a claim's NetworkConfig; the
+// message names the claim, the config and the key.
+var ErrBadClaimConfig = errors.New("invalid NetworkConfig")
+
+// ErrClaimNotAllowed: a claim the node will not attach (its namespace is
+// filtered out, or it names a network it may not use).
+var ErrClaimNotAllowed = errors.New("claim not allowed")
+
+// ClaimRef identifies the claim device an attachment was asked for by.
+type ClaimRef = state.ClaimRef
+
+// ClaimConfig is one opaque config of a claim's allocation.
+type ClaimConfig = state.ClaimConfig
+
+// claim is a prepared claim's device with its NetworkConfig parsed.
+type claim struct {
+	Ref     ClaimRef
+	Network string
+	Config  NetworkSelection
+}
+
+// nad reports whether the claim's network is a NetworkAttachmentDefinition.
+func (c claim) nad() (NADRef, bool) {
+	ns, name, ok := strings.Cut(c.Network, "/")
+	return NADRef{Namespace: ns, Name: name}, ok
+}
+
+// parseClaim parses d's configs under the limits.
+func (p *Planner) parseClaim(d state.ClaimDevice) (claim, error) {
+	sel, err := ParseNetworkConfig(d.Ref.Where(), d.Configs, p.cfg.Limits.MaxAnnotationBytes)
+	return claim{Ref: d.Ref, Network: d.Network, Config: sel}, err
+}
+
+func source(c ClaimConfig) string {
+	if c.FromClass {
+		return "the DeviceClass's config"
+	}
+	return "the claim's config"
+}
+
+// ParseNetworkConfig validates each config (apiVersion nri-cni.io/v1alpha1,
+// kind NetworkConfig, the keys of an NPWG selection element but the
+// network's name and namespace: the device is the network), each at most
+// maxBytes, and merges them key by key: the claim's in order, then the
+// class's over them (the admin's config wins). where names the claim's
+// request in errors. No config gives the zero NetworkSelection.
+func ParseNetworkConfig(where string, configs []ClaimConfig, maxBytes int) (NetworkSelection, error) {
+	merged := map[string]json.RawMessage{}
+	order := slices.Clone(configs)
+	slices.SortStableFunc(order, func(a, b ClaimConfig) int {
+		switch {
+		case a.FromClass == b.FromClass:
+			return 0
+		case b.FromClass:
+			return -1
+		}
+		return 1
+	})
+	for _, c := range order {
+		keys, err := decodeNetworkConfig(c.Raw, maxBytes)
+		if err != nil {
+			return NetworkSelection{}, fmt.Errorf("%s: %w: %s: %w", where, ErrBadClaimConfig, source(c), err)
+		}
+		maps.Copy(merged, keys)
+	}
+	if len(merged) == 0 {
+		return NetworkSelection{}, nil
+	}
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return NetworkSelection{}, fmt.Errorf("%s: %w: %w", where, ErrBadClaimConfig, err)
+	}
+	e, err := decodeElement(data)
+	if err == nil {
+		var sel NetworkSelection
+		if sel, err = e.selection(); err == nil {
+			if sel.Interface != "" && !usableIfname(sel.Interface) {
+				err = fmt.Errorf("\"interface\" %q is not a usable interface name", sel.Interface)
+			}
+			if err == nil {
+				return sel, nil
+			}
+		}
+	}
+	return NetworkSelection{}, fmt.Errorf("%s: %w: %w", where, ErrBadClaimConfig, err)
+}
+
+// decodeNetworkConfig checks one config's type and keys and returns its
+// keys without apiVersion and kind.
+func decodeNetworkConfig(raw []byte, maxBytes int) (map[string]json.RawMessage, error) {
+	if len(raw) > maxBytes {
+		return nil, fmt.Errorf("%d bytes, more than %d (limits.maxAnnotationBytes)", len(raw), maxBytes)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	var typ struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	_ = json.Unmarshal(raw, &typ)
+	if typ.APIVersion != NetworkConfigAPIVersion || typ.Kind != NetworkConfigKind {
+		return nil, fmt.Errorf("apiVersion %q kind %q: want apiVersion %q, kind %q", typ.APIVersion, typ.Kind,
+			NetworkConfigAPIVersion, NetworkConfigKind)
+	}
+	delete(keys, "apiVersion")
+	delete(keys, "kind")
+	for _, k := range []string{"name", "namespace"} {
+		if _, ok := keys[k]; ok {
+			return nil, fmt.Errorf("key %q: the network is the allocated device's (select it with the request's selectors)", k)
+		}
+	}
+	// Each config alone is a valid element: errors name the config they
+	// are in, not the merge.
+	data, _ := json.Marshal(keys)
+	e, err := decodeElement(data)
+	if err == nil {
+		_, err = e.selection()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// decodeElement decodes a selection element strictly: unknown keys and the
+// keys nri-cni does not support are errors.
+func decodeElement(data []byte) (*selectionElement, error) {
+	var e selectionElement
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber() // cni-args reach the plugins exactly as written
+	if err := dec.Decode(&e); err != nil {
+		return nil, err
+	}
+	for _, u := range unsupported {
+		if raw := u.get(&e); len(raw) > 0 && string(raw) != "null" {
+			return nil, fmt.Errorf("key %q %w: %s", u.key, ErrUnsupportedField, u.reason)
+		}
+	}
+	return &e, nil
+}
+
+// CheckClaim applies planning's gates to a claim of a pod of its namespace
+// without planning a pod: the DRA driver refuses, when the kubelet prepares
+// it, a claim that could never attach, with the reason.
+func (p *Planner) CheckClaim(d state.ClaimDevice) error {
+	if !p.cfg.Namespaces.Allows(d.Ref.Namespace) {
+		return fmt.Errorf("%s: %w: namespace %q is filtered out (config namespaces)", d.Ref.Where(), ErrClaimNotAllowed, d.Ref.Namespace)
+	}
+	c, err := p.parseClaim(d)
+	if err != nil {
+		return err
+	}
+	_, _, err = p.resolveClaim(c.Ref.Namespace, c)
+	return err
+}
+
+// claims turns a pod's claims into attachments, after the annotation's
+// (whose interface names are taken).
+func (p *Planner) claims(ctx context.Context, podNamespace string, devs []state.ClaimDevice, taken map[string]bool) ([]Attachment, error) {
+	atts := make([]Attachment, 0, len(devs))
+	for i, d := range devs {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: planning claims stopped at %d of %d", ErrOutOfTime, i+1, len(devs))
+		}
+		c, err := p.parseClaim(d)
+		if err != nil {
+			return nil, err
+		}
+		if c.Ref.Namespace != podNamespace {
+			// A pod can only reference claims of its namespace.
+			return nil, fmt.Errorf("%s: %w: the pod is in namespace %q", c.Ref.Where(), ErrClaimNotAllowed, podNamespace)
+		}
+		n, caps, err := p.resolveClaim(podNamespace, c)
+		if err != nil {
+			return nil, err
+		}
+		if ifname := c.Config.Interface; ifname != "" {
+			if taken[ifname] {
+				return nil, fmt.Errorf("%s: %w: interface %q is taken by another of the pod's networks", c.Ref.Where(), ErrBadClaimConfig, ifname)
+			}
+			taken[ifname] = true
+		}
+		ref := c.Ref
+		a := Attachment{Network: n, IfName: c.Config.Interface, Caps: caps, Gateways: c.Config.DefaultRoute,
+			Explicit: c.Config.Interface != "", Claim: &ref}
+		if nad, ok := c.nad(); ok {
+			a.NAD = nad.String()
+		}
+		atts = append(atts, a)
+	}
+	p.nameInterfaces(atts, taken)
+	return atts, nil
+}
+
+// resolveClaim resolves a claim's network under the gates.
+func (p *Planner) resolveClaim(podNamespace string, c claim) (*cni.Network, map[string]any, error) {
+	where := c.Ref.Where()
+	sel := c.Config
+	owner := cni.Owner{Claim: c.Ref.String()}
+	if nad, ok := c.nad(); ok {
+		sel.Ref, owner.NAD = nad, nad.String()
+		if p.cat.NADs == nil {
+			return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s: Kubernetes mode is off", where, nad)
+		}
+		return p.resolveNAD(where, podNamespace, sel, owner)
+	}
+	if err := p.checkCaps(where, sel); err != nil {
+		return nil, nil, err
+	}
+	n, err := p.Local(c.Network)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return p.finish(where, n, sel, owner)
+}
+
+// combinedDefaultRoutes: at most one attachment per address family sets
+// the pod's default route, across the annotation and the claims.
+func combinedDefaultRoutes(atts []Attachment) error {
+	seen := map[bool]string{}
+	for _, a := range atts {
+		for _, gw := range a.Gateways {
+			v4 := gw.To4() != nil
+			if first, dup := seen[v4]; dup {
+				return fmt.Errorf("%w: %s and %s both set the %s default route", ErrBadClaimConfig, first, a.origin(), family(v4))
+			}
+			seen[v4] = a.origin()
+		}
+	}
+	return nil
+}
+
+// origin names what asked for a: its claim, or its network.
+func (a Attachment) origin() string {
+	if a.Claim != nil {
+		return a.Claim.Where()
+	}
+	return fmt.Sprintf("network %s", a.Name())
+}

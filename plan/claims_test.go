@@ -1,0 +1,183 @@
+package plan
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+func netConf(body string) ClaimConfig {
+	return ClaimConfig{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig"` + body + `}`)}
+}
+
+func classConf(body string) ClaimConfig {
+	c := netConf(body)
+	c.FromClass = true
+	return c
+}
+
+func TestParseNetworkConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		configs []ClaimConfig
+		want    NetworkSelection
+		err     error
+		msg     string // a fragment of the error
+	}{
+		{name: "none"},
+		{name: "every key", configs: []ClaimConfig{netConf(`,"interface":"data0","ips":["10.1.0.5/24"],"mac":"02:00:00:00:00:05",` +
+			`"default-route":["10.1.0.1"],"cni-args":{"team":"a"},"bandwidth":{"ingressRate":1000000,"ingressBurst":1000},` +
+			`"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]`)},
+			want: NetworkSelection{Interface: "data0", IPs: []string{"10.1.0.5/24"}, MAC: "02:00:00:00:00:05",
+				CNIArgs: map[string]any{"team": "a"}, Bandwidth: map[string]any{"ingressRate": int64(1000000), "ingressBurst": int64(1000)},
+				PortMappings: []portMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}},
+				DefaultRoute: []net.IP{net.ParseIP("10.1.0.1")}}},
+		{name: "the class wins over the claim, key by key",
+			configs: []ClaimConfig{classConf(`,"mac":"02:00:00:00:00:0a"`), netConf(`,"interface":"data0","mac":"02:00:00:00:00:0b"`),
+				netConf(`,"interface":"data1"`)},
+			want: NetworkSelection{Interface: "data1", MAC: "02:00:00:00:00:0a"}},
+		{name: "wrong kind", configs: []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"Other"}`)}},
+			err: ErrBadClaimConfig, msg: `the claim's config: apiVersion "nri-cni.io/v1alpha1" kind "Other"`},
+		{name: "unknown key", configs: []ClaimConfig{netConf(`,"interfaces":"x"`)},
+			err: ErrBadClaimConfig, msg: `unknown field "interfaces"`},
+		{name: "name is the device's", configs: []ClaimConfig{netConf(`,"name":"other"`)},
+			err: ErrBadClaimConfig, msg: `key "name": the network is the allocated device's`},
+		{name: "bad mac names the key", configs: []ClaimConfig{netConf(`,"mac":"zz"`)},
+			err: ErrBadClaimConfig, msg: `"mac" "zz"`},
+		{name: "bad key in the class config names it", configs: []ClaimConfig{classConf(`,"ips":[]`)},
+			err: ErrBadClaimConfig, msg: `the DeviceClass's config: "ips"`},
+		{name: "eth0", configs: []ClaimConfig{netConf(`,"interface":"eth0"`)},
+			err: ErrBadClaimConfig, msg: `"interface" "eth0" is not a usable interface name`},
+		{name: "unsupported key", configs: []ClaimConfig{netConf(`,"infiniband-guid":"x"`)},
+			err: ErrUnsupportedField, msg: `"infiniband-guid"`},
+		{name: "too big", configs: []ClaimConfig{netConf(`,"cni-args":{"x":"` + strings.Repeat("a", 600) + `"}`)},
+			err: ErrBadClaimConfig, msg: "more than 512 (limits.maxAnnotationBytes)"},
+		{name: "not an object", configs: []ClaimConfig{{Raw: []byte(`[1]`)}}, err: ErrBadClaimConfig, msg: "not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseNetworkConfig(`ResourceClaim team/c request "net"`, tc.configs, 512)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				assert.Contains(t, err.Error(), tc.msg)
+				assert.Contains(t, err.Error(), `ResourceClaim team/c request "net"`)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func device(claim, request, network string, configs ...ClaimConfig) state.ClaimDevice {
+	return state.ClaimDevice{Ref: state.ClaimRef{Namespace: "team", Name: claim, UID: "uid-" + claim, Request: request,
+		Driver: "nri-cni.io", Pool: "node-1", Device: "dev-" + network}, Network: network, Configs: configs}
+}
+
+// TestPlanClaims: a pod's prepared claims become attachments after its
+// annotation's, under the same gates.
+func TestPlanClaims(t *testing.T) {
+	alpha, beta := network(t, "alpha", "mac"), network(t, "beta")
+	red := network(t, "cni-red", "ips")
+	local := func() []*cni.Network { return []*cni.Network{alpha, beta} }
+	cat := Catalogue{Local: local, NADs: nads{{"team", "red"}: red, {"other", "x"}: network(t, "cni-x")}}
+	kube := func(c *config.Config) {
+		c.PodSelection, c.RequireAnnotation = true, true
+		c.Kubernetes = &config.KubernetesConfig{NPWGAnnotation: true}
+		c.PodCapabilities = []string{"mac"}
+	}
+	for _, tc := range []struct {
+		name    string
+		tune    func(*config.Config)
+		ann     map[string]string
+		claims  []state.ClaimDevice
+		ifnames []string // "network@ifname"
+		err     error
+		msg     string
+	}{
+		{name: "a claim without an annotation (requireAnnotation)", claims: []state.ClaimDevice{device("c1", "net", "alpha")},
+			ifnames: []string{"alpha@net1"}},
+		{name: "two claims and a NAD claim", claims: []state.ClaimDevice{device("c1", "net", "alpha"),
+			device("c2", "a", "team/red"), device("c2", "b", "beta", netConf(`,"interface":"data0"`))},
+			ifnames: []string{"alpha@net1", "cni-red@net2", "beta@data0"}},
+		{name: "after the NPWG annotation", ann: map[string]string{AnnotationNPWGNetworks: "red"},
+			claims: []state.ClaimDevice{device("c1", "net", "alpha")}, ifnames: []string{"cni-red@net1", "alpha@net2"}},
+		{name: "an opted-out annotation does not drop claims", ann: map[string]string{AnnotationNPWGNetworks: ""},
+			claims: []state.ClaimDevice{device("c1", "net", "beta")}, ifnames: []string{"beta@net1"}},
+		{name: "interface taken by the annotation", ann: map[string]string{AnnotationNPWGNetworks: "red@data0"},
+			claims: []state.ClaimDevice{device("c1", "net", "alpha", netConf(`,"interface":"data0"`))},
+			err:    ErrBadClaimConfig, msg: `ResourceClaim team/c1 request "net" (device dev-alpha): invalid NetworkConfig: interface "data0" is taken`},
+		{name: "NAD of another namespace", claims: []state.ClaimDevice{device("c1", "net", "other/x")},
+			err: ErrNamespaceNotAllowed, msg: `ResourceClaim team/c1 request "net"`},
+		{name: "capability not allowed", claims: []state.ClaimDevice{device("c1", "net", "team/red", netConf(`,"ips":["10.0.0.5/24"]`))},
+			err: ErrCapabilityNotAllowed, msg: `ResourceClaim team/c1 request "net" (device dev-team/red) key "ips"`},
+		{name: "capability allowed and declared", claims: []state.ClaimDevice{device("c1", "net", "alpha", netConf(`,"mac":"02:00:00:00:00:01"`))},
+			ifnames: []string{"alpha@net1"}},
+		{name: "capability not declared", claims: []state.ClaimDevice{device("c1", "net", "beta", netConf(`,"mac":"02:00:00:00:00:01"`))},
+			err: ErrCapabilityNotDeclared, msg: `"mac"`},
+		{name: "cni-args off", claims: []state.ClaimDevice{device("c1", "net", "beta", netConf(`,"cni-args":{"x":"y"}`))},
+			err: ErrCNIArgsNotAllowed, msg: `ResourceClaim team/c1`},
+		{name: "unknown network", claims: []state.ClaimDevice{device("c1", "net", "gamma")},
+			err: cni.ErrUnknownNetwork, msg: `ResourceClaim team/c1 request "net"`},
+		{name: "unknown NAD", claims: []state.ClaimDevice{device("c1", "net", "team/none")},
+			err: ErrNoSuchNAD, msg: `ResourceClaim team/c1`},
+		{name: "two default routes", claims: []state.ClaimDevice{
+			device("c1", "net", "alpha", netConf(`,"default-route":["10.0.0.1"]`)),
+			device("c2", "net", "beta", netConf(`,"default-route":["10.9.0.1"]`))},
+			err: ErrBadClaimConfig, msg: "both set the IPv4 default route"},
+		{name: "namespace filtered out fails, never drops", tune: func(c *config.Config) { c.Namespaces.Exclude = []string{"team"} },
+			claims: []state.ClaimDevice{device("c1", "net", "alpha")}, err: ErrClaimNotAllowed, msg: `namespace "team" is filtered out`},
+		{name: "limit counts annotation and claims", tune: func(c *config.Config) { c.Limits.MaxNetworksPerPod = 2 },
+			ann:    map[string]string{AnnotationNPWGNetworks: "red"},
+			claims: []state.ClaimDevice{device("c1", "a", "alpha"), device("c1", "b", "beta")},
+			err:    ErrLimit, msg: "the pod's annotations and ResourceClaims: 3 networks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			kube(&cfg)
+			if tc.tune != nil {
+				tc.tune(&cfg)
+			}
+			p, err := New(cfg, cat).Plan(context.Background(), Pod{Namespace: "team", Annotations: tc.ann, Claims: tc.claims})
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				assert.Contains(t, err.Error(), tc.msg)
+				return
+			}
+			require.NoError(t, err)
+			var got []string
+			for _, a := range p.Attachments {
+				got = append(got, a.Network.Name+"@"+a.IfName)
+				if a.Claim != nil {
+					assert.Equal(t, "team", a.Claim.Namespace)
+					owner, ok := cni.OwnerOf(a.Network.List.Bytes)
+					require.True(t, ok)
+					assert.Equal(t, a.Claim.String(), owner.Claim)
+				}
+			}
+			assert.Equal(t, tc.ifnames, got)
+		})
+	}
+}
+
+func TestCheckClaim(t *testing.T) {
+	cfg := config.Default()
+	cfg.Kubernetes = &config.KubernetesConfig{}
+	cfg.Namespaces.Exclude = []string{"kube-system"}
+	p := New(cfg, Catalogue{Local: func() []*cni.Network { return []*cni.Network{network(t, "alpha")} }, NADs: nads{}})
+	require.NoError(t, p.CheckClaim(device("c1", "net", "alpha")))
+	d := device("c1", "net", "alpha")
+	d.Ref.Namespace = "kube-system"
+	err := p.CheckClaim(d)
+	require.ErrorIs(t, err, ErrClaimNotAllowed)
+	assert.Contains(t, err.Error(), "ResourceClaim kube-system/c1")
+	err = p.CheckClaim(device("c1", "net", "alpha", netConf(`,"mac":"bad"`)))
+	require.ErrorIs(t, err, ErrBadClaimConfig)
+}
