@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
@@ -48,14 +47,15 @@ func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mod
 		Planner: mgr.Planner(), Sink: mode.Status, Candidates: candidates, Checker: checker, Limits: cfg.Limits,
 		Log: log.WithField("component", "dra")})
 	if d.PublishNADs() {
-		// The first list completes the catalogue; a NAD change republishes.
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := mode.Source.WaitForSync(wctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("DRA: %w", err)
-		}
+		// Not waited for: the config dir's networks are published at once,
+		// the NADs once the cache has its first list (never, without the
+		// CRD), and again at every change.
 		mode.Source.OnChange(drv.Kick)
+		go func() {
+			if mode.Source.WaitForSync(ctx) == nil {
+				drv.Kick()
+			}
+		}()
 	}
 	if err := drv.Start(ctx); err != nil {
 		return nil, err

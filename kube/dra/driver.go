@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -104,12 +105,18 @@ func (d *Driver) Kick() {
 func (d *Driver) Start(ctx context.Context) error {
 	d.refresh()
 	root := d.o.Config.KubeletRoot()
+	registrar, data := filepath.Join(root, "plugins_registry"), filepath.Join(root, "plugins", DriverName)
+	for _, dir := range []string{registrar, data} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("DRA driver %s: %w", DriverName, err)
+		}
+	}
 	h, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(DriverName),
 		kubeletplugin.NodeName(d.o.NodeName),
 		kubeletplugin.KubeClient(d.o.Client),
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(root, "plugins_registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(root, "plugins", DriverName)),
+		kubeletplugin.RegistrarDirectoryPath(registrar),
+		kubeletplugin.PluginDataDirectoryPath(data),
 		kubeletplugin.HealthService(false),
 	)
 	if err != nil {
