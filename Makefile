@@ -58,7 +58,7 @@ soak: tools ## 500 pod cycles vs real containerd with nri-cni killed 20x and con
 	$(GO) run ./test/soak $(SOAK_ARGS)
 
 bench: tools ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, CRI-O, scale, hook, kubelet. Table + bin/bench.json.
-	$(GO) test -run xxx -bench . -benchtime 300x ./state/
+	$(GO) test -run xxx -bench . -benchtime 300x ./state/ ./kube/dra/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
 
 .PHONY: fuzz

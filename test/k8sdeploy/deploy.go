@@ -61,7 +61,7 @@ func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *D
 		return nil, err
 	}
 	host, port := c.APIServerHostPort()
-	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl, host, port)
+	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl, host, port, c.KubeletRootDir)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,11 @@ type Overlay struct {
 	CNIConf  string // for /etc/cni
 	NRIDir   string // for /var/run/nri: the node containerd's dir (its nri.sock)
 	NetnsDir string // for /var/run/netns: where the node containerd pins pod netns
+	// KubeletDir is the node kubelet's --root-dir, for /var/lib/kubelet: the
+	// DRA driver's sockets (plugins/nri-cni.io, plugins_registry) are
+	// mounted at their host paths (the kubelet dials the path the plugin
+	// registers) and nri.conf's kubernetes.dra.kubeletDir names it.
+	KubeletDir string
 
 	unshare func() error
 }
@@ -91,9 +96,9 @@ func decodeRendered(b *deploy.Base, out string) error {
 // the node dirs under dir/node and makes the pinned-netns dir a shared
 // mount (so HostToContainer propagation reaches nri-cni, as /var/run/netns
 // does on a node). apiHost and apiPort are the API server's address for the
-// in-cluster client. A hostPath of the base without a private stand-in, or a
+// in-cluster client; kubeletDir the kubelet's --root-dir. A hostPath of the base without a private stand-in, or a
 // metrics address missing from the args or the liveness probe, is an error.
-func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl, apiHost, apiPort string) (o *Overlay, err error) {
+func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl, apiHost, apiPort, kubeletDir string) (o *Overlay, err error) {
 	b, err := RenderBase(ctx, kubectl)
 	if err != nil {
 		return nil, err
@@ -102,7 +107,8 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
 		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
 		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: ctd.Dir,
-		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns"), APIHost: apiHost, APIPort: apiPort}
+		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns"), APIHost: apiHost, APIPort: apiPort,
+		KubeletDir: kubeletDir}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
 	}
@@ -131,6 +137,13 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 		conf["checkInterval"] = "3s"
 		// The cni-args key the NPWG tests pass (off in deploy/base).
 		conf["podCNIArgs"] = []string{"team"}
+		// The DRA driver (on in deploy/base) registers with this node's
+		// kubelet, whose root is not /var/lib/kubelet.
+		dra, _ := k["dra"].(map[string]any)
+		if dra == nil || dra["enabled"] != true {
+			return errors.New("kubernetes.dra.enabled is not true (the DRA driver must ship on)")
+		}
+		dra["kubeletDir"] = o.KubeletDir
 		return nil
 	})
 	if err != nil {
@@ -243,10 +256,8 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 			}
 		}
 		for k, m := range c.VolumeMounts {
-			if m.MountPath == "/var/run/netns" {
-				// containerd pins netns elsewhere here, and nri-cni opens the
-				// pinned path it is given: mount it at the same path.
-				ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumeMounts/%d/mountPath", p, k), o.NetnsDir})
+			if to := samePath(m.MountPath, o); to != "" {
+				ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumeMounts/%d/mountPath", p, k), to})
 			}
 		}
 	}
@@ -263,11 +274,36 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 		}
 		to, ok := standIn[v.HostPath.Path]
 		if !ok {
+			to = kubeletPath(v.HostPath.Path, o.KubeletDir)
+			ok = to != ""
+		}
+		if !ok {
 			return nil, fmt.Errorf("deploy/base: hostPath %s (volume %s) has no private stand-in", v.HostPath.Path, v.Name)
 		}
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/volumes/%d/hostPath/path", spec, i), to})
 	}
 	return ops, nil
+}
+
+// samePath is where a container mount must be for nri-cni to see the path
+// the node uses ("" when the shipped path stays): containerd pins netns
+// elsewhere here, and nri-cni opens the pinned path it is given; the kubelet
+// dials the DRA socket path nri-cni registers.
+func samePath(mountPath string, o *Overlay) string {
+	if mountPath == "/var/run/netns" {
+		return o.NetnsDir
+	}
+	return kubeletPath(mountPath, o.KubeletDir)
+}
+
+// kubeletPath maps a path under /var/lib/kubelet to the same path under the
+// node kubelet's root dir ("" when p is not under /var/lib/kubelet).
+func kubeletPath(p, kubeletDir string) string {
+	const root = "/var/lib/kubelet"
+	if p != root && !strings.HasPrefix(p, root+"/") {
+		return ""
+	}
+	return kubeletDir + strings.TrimPrefix(p, root)
 }
 
 // flagValue is the index of flag's value in args, -1 if absent.

@@ -21,7 +21,8 @@ import (
 func TestDaemonSetOps(t *testing.T) {
 	b, err := deploy.LoadBase(harness.RepoRoot())
 	require.NoError(t, err)
-	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x"}
+	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x",
+		KubeletDir: "/k"}
 	ops, err := daemonSetOps(b, o)
 	require.NoError(t, err)
 	got := map[string]any{}
@@ -31,9 +32,15 @@ func TestDaemonSetOps(t *testing.T) {
 	}
 	ps := b.DaemonSet.Spec.Template.Spec
 	for i, v := range ps.Volumes {
-		if v.HostPath != nil {
-			assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x"}, got[fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i)], v.Name)
+		if v.HostPath == nil {
+			continue
 		}
+		to := got[fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i)]
+		if rest, ok := strings.CutPrefix(v.HostPath.Path, "/var/lib/kubelet/"); ok {
+			assert.Equal(t, "/k/"+rest, to, v.Name)
+			continue
+		}
+		assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x"}, to, v.Name)
 	}
 	for i, c := range ps.Containers {
 		assert.Equal(t, "Never", got[fmt.Sprintf("/spec/template/spec/containers/%d/imagePullPolicy", i)], c.Name)
@@ -43,6 +50,26 @@ func TestDaemonSetOps(t *testing.T) {
 	}
 	assert.Contains(t, valuesOf(got), "127.0.0.1:1", "metrics address")
 	assert.Contains(t, valuesOf(got), "/x", "netns mount path")
+	for i, c := range ps.Containers {
+		for k, m := range c.VolumeMounts {
+			if rest, ok := strings.CutPrefix(m.MountPath, "/var/lib/kubelet/"); ok {
+				assert.Equal(t, "/k/"+rest, got[fmt.Sprintf("/spec/template/spec/containers/%d/volumeMounts/%d/mountPath", i, k)],
+					"%s: the DRA sockets at the node's path", m.Name)
+			}
+		}
+	}
+}
+
+func TestKubeletPath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/var/lib/kubelet", "/k"},
+		{"/var/lib/kubelet/plugins", "/k/plugins"},
+		{"/var/lib/kubelet/plugins_registry", "/k/plugins_registry"},
+		{"/var/lib/kubeletx", ""},
+		{"/var/lib/cni", ""},
+	} {
+		assert.Equal(t, tc.want, kubeletPath(tc.in, "/k"), tc.in)
+	}
 }
 
 func valuesOf(m map[string]any) []any {
