@@ -24,10 +24,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
 
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/plan"
@@ -103,6 +105,9 @@ func (d *Driver) Kick() {
 // may prepare claims from then on), publishes the ResourceSlice and keeps
 // it current until ctx ends.
 func (d *Driver) Start(ctx context.Context) error {
+	if d.o.Config.SharingMode() == config.SharingAuto {
+		d.probeMultiple(ctx)
+	}
 	d.refresh()
 	root := d.o.Config.KubeletRoot()
 	registrar, data := filepath.Join(root, "plugins_registry"), filepath.Join(root, "plugins", DriverName)
@@ -129,6 +134,33 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	go d.run(ctx)
 	return nil
+}
+
+// probeMultiple asks the API server, before the first publish, whether it
+// keeps allowMultipleAllocations (KEP-5075, DRAConsumableCapacity): a
+// dry-run create of a one-device slice of this node. Without it the first
+// slice would publish one device per network that the API server strips to
+// a one-claim device, and the scheduler could allocate it before the
+// dropped-field fallback (HandleError) switches to slots. On any error the
+// fallback stays the safety net.
+func (d *Driver) probeMultiple(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	probe := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{GenerateName: DriverName + "-probe-"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(d.o.NodeName),
+			Pool:    resourceapi.ResourcePool{Name: d.o.NodeName, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{{Name: "probe", AllowMultipleAllocations: ptr.To(true)}}}}
+	got, err := d.o.Client.ResourceV1().ResourceSlices().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		d.o.Log.WithError(err).Warn("DRA: could not ask the API server whether it keeps allowMultipleAllocations; assuming it does")
+		return
+	}
+	if len(got.Spec.Devices) == 1 && got.Spec.Devices[0].AllowMultipleAllocations == nil {
+		d.mu.Lock()
+		d.multiple = false
+		d.mu.Unlock()
+		d.o.Log.Info("DRA: the API server does not keep allowMultipleAllocations (DRAConsumableCapacity off): publishing slots")
+	}
 }
 
 // run keeps the ResourceSlice current until ctx ends.

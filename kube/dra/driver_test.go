@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
@@ -174,4 +177,40 @@ func TestDroppedMultipleAllocationsFallsBackToSlots(t *testing.T) {
 	}
 	_, ok := d.network("node-1", DeviceName("alpha")+"-x")
 	assert.False(t, ok)
+}
+
+// Before the first publish, sharing "auto" asks the API server (a dry-run
+// create) whether it keeps allowMultipleAllocations.
+func TestProbeMultiple(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		strip    bool
+		err      error
+		multiple bool
+	}{
+		{"kept (1.36+)", false, nil, true},
+		{"dropped (1.34, 1.35)", true, nil, false},
+		{"refused: the fallback stays", false, errors.New("forbidden"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, _ := newDriver(t, config.SharingAuto)
+			client := fake.NewClientset()
+			var dryRun []string
+			client.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				c := a.(k8stesting.CreateActionImpl)
+				dryRun = c.CreateOptions.DryRun
+				s := c.GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+				if tc.strip {
+					s.Spec.Devices[0].AllowMultipleAllocations = nil
+				}
+				return true, s, tc.err
+			})
+			d.o.Client = client
+			d.probeMultiple(context.Background())
+			assert.Equal(t, []string{metav1.DryRunAll}, dryRun, "a dry run: nothing is stored")
+			d.mu.Lock()
+			assert.Equal(t, tc.multiple, d.multiple)
+			d.mu.Unlock()
+		})
+	}
 }
