@@ -136,6 +136,9 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 	if err := benchHotplug(ctx, rep, c, d, 20); err != nil {
 		return err
 	}
+	if err := benchDRA(ctx, rep, c, d, n); err != nil {
+		return err
+	}
 	rss := c.RSS()
 	pid, err := d.Pid(ctx)
 	if err != nil {

@@ -283,11 +283,17 @@ func (f *fixture) cleanup() {
 	})
 }
 
-// nriCNILog is the running nri-cni pod's log (kubectl logs).
+// nriCNILog is the running nri-cni pod's log (kubectl logs). Just after a
+// kubelet or containerd restart the kubelet does not serve it yet (404
+// until it has synced the pod again): read until it does.
 func (f *fixture) nriCNILog() string {
 	f.t.Helper()
-	out, err := f.w.d.ReadLog(f.ctx)
-	require.NoError(f.t, err)
+	var out string
+	f.waitFor("nri-cni's log served by the kubelet", waitLong, func() (bool, string) {
+		var err error
+		out, err = f.w.d.ReadLog(f.ctx)
+		return err == nil, fmt.Sprint(err)
+	})
 	return out
 }
 
