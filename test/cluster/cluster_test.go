@@ -24,12 +24,14 @@ import (
 
 // hostView is what the test compares before Start and after Close.
 type hostView struct {
-	links    map[string]bool
-	mounts   map[string]bool
-	sysctls  map[string]string
-	paths    map[string]bool // the kubelet's default paths: exist?
-	chains   []string
-	ourLinks []string // filled in while the cluster runs
+	links   map[string]bool
+	mounts  map[string]bool
+	sysctls map[string]string
+	paths   map[string]bool // the kubelet's default paths: exist?
+	chains  []string
+	// blackholed: traffic to the Service range dropped (a blackhole route).
+	blackholed bool
+	ourLinks   []string // filled in while the cluster runs
 	// clusters running on the host when the view was taken (other test
 	// packages run in parallel): while any runs, the shared state is theirs.
 	clusters int
@@ -45,7 +47,7 @@ var kubeletDefaultPaths = []string{
 func viewHost(t *testing.T) hostView {
 	t.Helper()
 	v := hostView{links: map[string]bool{}, mounts: map[string]bool{}, sysctls: cluster.ReadSysctls(),
-		chains: cluster.KubeChains(), clusters: cluster.ClustersRunning()}
+		chains: cluster.KubeChains(), clusters: cluster.ClustersRunning(), blackholed: cluster.ServiceRangeBlackholed()}
 	links, err := netlink.LinkList()
 	require.NoError(t, err)
 	for _, l := range links {
@@ -138,6 +140,14 @@ func TestClusterPlainPod(t *testing.T) {
 		}
 	}
 	t.Logf("KUBE-* chains while running: %v", cluster.KubeChains())
+	assert.True(t, cluster.ServiceRangeBlackholed(), "the Service range %s is a blackhole while a cluster runs", cluster.ServiceCIDR)
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	sv, err := c.Client.Discovery().ServerVersion()
+	require.NoError(t, err)
+	t.Logf("Kubernetes %s: API server %s, kubelet %s", tools.Version, sv.GitVersion, node.Status.NodeInfo.KubeletVersion)
+	assert.Equal(t, tools.Version, sv.GitVersion)
+	assert.Equal(t, tools.Version, node.Status.NodeInfo.KubeletVersion)
 
 	require.NoError(t, c.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
@@ -243,6 +253,7 @@ func assertRestored(t *testing.T, before, after hostView, dir string) {
 	assert.Equal(t, before.sysctls, after.sysctls, "kernel tunables restored")
 	assert.Equal(t, before.paths, after.paths, "the kubelet's default paths as before")
 	assert.Equal(t, before.chains, after.chains, "KUBE-* iptables chains as before")
+	assert.Equal(t, before.blackholed, after.blackholed, "the Service range's blackhole route removed")
 }
 
 func assertNoMountsUnder(t *testing.T, v hostView, dir string) {

@@ -18,7 +18,7 @@ import (
 // images are imported offline), low eviction thresholds, serving on the
 // node address only.
 func (c *Cluster) kubeletConfig() map[string]any {
-	return map[string]any{
+	cfg := map[string]any{
 		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
 		"kind":                        "KubeletConfiguration",
 		"containerRuntimeEndpoint":    "unix://" + c.Containerd.Address,
@@ -53,6 +53,12 @@ func (c *Cluster) kubeletConfig() map[string]any {
 		},
 		"authorization": map[string]any{"mode": "Webhook"},
 	}
+	if c.Tools.minor() >= 35 {
+		// This host runs cgroup v1, which kubelets 1.35+ refuse unless told
+		// (KEP-5573); 1.34's config has no such field.
+		cfg["failCgroupV1"] = false
+	}
+	return cfg
 }
 
 // writeKubelet writes the kubelet's config (after edit) and prepares its
@@ -75,12 +81,15 @@ func (c *Cluster) writeKubelet(edit func(map[string]any)) error {
 			return fmt.Errorf("kubelet dir: %w", err)
 		}
 	}
-	c.kubelet = newProc(c.Dir, "kubelet", c.Tools.bin("kubelet"), procEnv,
-		"--config="+path, "--kubeconfig="+filepath.Join(c.Dir, "kubelet.conf"),
-		"--root-dir="+c.KubeletRootDir, "--cert-dir="+filepath.Join(c.KubeletRootDir, "pki"),
-		"--hostname-override="+c.NodeName, "--node-ip="+c.NodeIP.String(),
-		// cadvisor dials the default containerd socket otherwise.
-		"--containerd="+c.Containerd.Address, "--v=1")
+	args := []string{"--config=" + path, "--kubeconfig=" + filepath.Join(c.Dir, "kubelet.conf"),
+		"--root-dir=" + c.KubeletRootDir, "--cert-dir=" + filepath.Join(c.KubeletRootDir, "pki"),
+		"--hostname-override=" + c.NodeName, "--node-ip=" + c.NodeIP.String(), "--v=1"}
+	if c.Tools.minor() < 37 {
+		// cadvisor dials the default containerd socket otherwise; the flag
+		// is gone in 1.37 (its stats come from the CRI).
+		args = append(args, "--containerd="+c.Containerd.Address)
+	}
+	c.kubelet = newProc(c.Dir, "kubelet", c.Tools.bin("kubelet"), procEnv, args...)
 	return nil
 }
 

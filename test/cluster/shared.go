@@ -15,7 +15,8 @@ import (
 
 // Every kubelet changes some host state that is not its own: kernel tunables,
 // /var/log/containers, the fixed device-plugin directory, possibly KUBE-*
-// iptables chains. Several clusters may run at once (test packages run in
+// iptables chains; and every cluster needs its Service range blackholed
+// (blackhole.go). Several clusters may run at once (test packages run in
 // parallel), so this state is recorded by the first cluster to start and
 // restored by the last one to close: a registry under /run, guarded by a lock
 // file in /run/lock. Entries of processes that died are pruned, and their
@@ -45,6 +46,9 @@ type original struct {
 	Sysctls  map[string]string `json:"sysctls"`
 	MadeDirs []string          `json:"madeDirs"` // /var/log/containers, devicePluginDirs that did not exist
 	Chains   []string          `json:"chains"`   // KUBE-* chains, "cmd table chain"
+	// ServiceRoute: the host had its own route to ServiceCIDR (then no
+	// blackhole is added or removed: blackhole.go).
+	ServiceRoute bool `json:"serviceRoute"`
 }
 
 // user is one running cluster: the process holding it, that process's start
@@ -68,8 +72,14 @@ func joinHost(id string, u user) error {
 		}
 		liveUsers()
 		if _, err := os.Stat(filepath.Join(sharedDir, "original.json")); errors.Is(err, fs.ErrNotExist) {
-			if err := writeJSON(filepath.Join(sharedDir, "original.json"), recordOriginal()); err != nil {
+			o := recordOriginal()
+			if err := writeJSON(filepath.Join(sharedDir, "original.json"), o); err != nil {
 				return err
+			}
+			if !o.ServiceRoute {
+				if err := addServiceBlackhole(); err != nil {
+					return err
+				}
 			}
 		}
 		u.Pid, u.Start = os.Getpid(), procStart(os.Getpid())
@@ -102,7 +112,7 @@ func leaveHost(id string) error {
 }
 
 func recordOriginal() original {
-	o := original{Sysctls: ReadSysctls()}
+	o := original{Sysctls: ReadSysctls(), ServiceRoute: hostRoutesServiceRange()}
 	for _, d := range append([]string{varLogContainers}, devicePluginDirs...) {
 		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
 			o.MadeDirs = append(o.MadeDirs, d)
@@ -141,6 +151,11 @@ func (o original) restore() error {
 	}
 	if err := removeNewChains(before); err != nil {
 		errs = append(errs, err)
+	}
+	if !o.ServiceRoute {
+		if err := delServiceBlackhole(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"github.com/nri-cni/nri-cni/test/harness"
 )
 
@@ -25,6 +27,18 @@ type Tools struct {
 	EtcdDir        string // etcd
 	CrictlDir      string // crictl
 	RuncSeccompDir string // runc built with libseccomp
+	// Version is the Kubernetes binaries' version (v1.37.2 unless the
+	// environment's K8S_VERSION picked another, e.g. v1.34.4).
+	Version string
+}
+
+// minor is Version's minor number (37 for v1.37.2; 0 if unknown).
+func (t Tools) minor() int {
+	v, err := version.ParseSemantic(t.Version)
+	if err != nil {
+		return 0
+	}
+	return int(v.Minor())
 }
 
 // EnsureTools runs test/tools/install-k8s.sh (idempotent; cached outside the
@@ -45,8 +59,8 @@ func EnsureTools(ctx context.Context) (Tools, error) {
 		}
 	}
 	t := Tools{K8sDir: env["K8S_BIN_DIR"], EtcdDir: env["ETCD_BIN_DIR"], CrictlDir: env["CRICTL_BIN_DIR"],
-		RuncSeccompDir: env["RUNC_SECCOMP_BIN_DIR"]}
-	if t.K8sDir == "" || t.EtcdDir == "" || t.CrictlDir == "" || t.RuncSeccompDir == "" {
+		RuncSeccompDir: env["RUNC_SECCOMP_BIN_DIR"], Version: env["K8S_VERSION"]}
+	if t.K8sDir == "" || t.EtcdDir == "" || t.CrictlDir == "" || t.RuncSeccompDir == "" || t.Version == "" {
 		return Tools{}, fmt.Errorf("test/tools/install-k8s.sh printed no tool dirs: %q", out)
 	}
 	return t, nil

@@ -67,7 +67,7 @@ func run(ctx context.Context) (err error) {
 	down := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	}
-	step("installing the pinned tools (Kubernetes v1.34.4, etcd v3.6.16, crictl v1.36.0, containerd v2.4.2, seccomp runc v1.5.2; cached)")
+	step("installing the pinned tools (Kubernetes v1.37.2 or $K8S_VERSION, etcd v3.6.16, crictl v1.36.0, containerd v2.4.2, seccomp runc v1.5.2; cached)")
 	ktools, err := cluster.EnsureTools(ctx)
 	if err != nil {
 		return err

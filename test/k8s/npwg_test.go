@@ -40,13 +40,19 @@ func TestNPWGNetworksAndStatus(t *testing.T) {
 	// Empty spec.config: the network of the object's name in confDir (the
 	// shipped example network).
 	f.createNAD("default", f.w.o.NetName, "")
+	// A second NAD carries the pod's default route (its subnet's .1).
+	b := f.newNAD("default", harness.RandomName("nad-b-"))
+	// The DRA driver republishes the node's networks after a NAD change:
+	// wait for that before the window in which only status patches may
+	// happen.
+	for _, n := range []string{a.Name, b.Name, f.w.o.NetName} {
+		f.nodeDevices("default/" + n)
+	}
 
 	start := time.Now()
 	comma := f.create(f.pod(harness.RandomName("npwg-comma-"), "default",
 		map[string]string{npwgAnnotation: a.Name + ", default/" + f.w.o.NetName + "@eth5"}))
 	const mac = "02:42:0a:0b:0c:0d"
-	// A second NAD carries the pod's default route (its subnet's .1).
-	b := f.newNAD("default", harness.RandomName("nad-b-"))
 	gw := strings.TrimSuffix(b.Subnet, "0/24") + "1"
 	jsonForm := f.create(f.pod(harness.RandomName("npwg-json-"), "default", map[string]string{npwgAnnotation: fmt.Sprintf(
 		`[{"name": %q, "interface": "blue", "mac": %q, "cni-args": {"team": "red"}},
@@ -73,7 +79,7 @@ func TestNPWGNetworksAndStatus(t *testing.T) {
 	stj := f.networkStatus("default", j.Name, 3)
 	assert.Equal(t, statusEntry{Name: "default/" + a.Name, Interface: "blue", IPs: []string{blue.Addrs[0].IP.String()}, Mac: mac}, stj[1])
 	assert.Equal(t, statusEntry{Name: "default/" + b.Name, Interface: "green", IPs: []string{green.Addrs[0].IP.String()}, Mac: green.MAC,
-		DefaultRoute: []string{gw}}, stj[2])
+		Gateway: []string{gw}, DefaultRoute: []string{gw}}, stj[2], "the default route as gateway (what the NPWG client library reads) and default-route")
 	jid, jst := f.readySandbox(j)
 	routes, err := netns.DefaultRoutes(jst.NetnsPath)
 	require.NoError(t, err)

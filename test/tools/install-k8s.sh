@@ -3,6 +3,8 @@
 # harness (test/cluster) and prints their directories (KEY=DIR lines):
 #
 #   K8S_BIN_DIR           kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
+#   K8S_VERSION           their version (K8S_VERSION in the environment picks it: v1.37.2, the
+#                         default and what CI runs, or v1.34.4, the oldest supported)
 #   ETCD_BIN_DIR          etcd
 #   CRICTL_BIN_DIR        crictl
 #   RUNC_SECCOMP_BIN_DIR  runc built with libseccomp (the kubelet always asks for RuntimeDefault)
@@ -16,7 +18,7 @@
 #   test/tools/install-k8s.sh [k8s|etcd|crictl|runc|all]   (default: all)
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
@@ -95,7 +97,7 @@ install_k8s() {
 		local start=$SECONDS minor staging wdir out="$TOOLS_DIR/$name"
 		log "building $name (cold: ~10 min on 2 cores)"
 		mkdir -p "$WRAP_DIR"
-		# v1.34.4 -> v0.34.4: the staging modules' tags.
+		# v1.37.2 -> v0.37.2: the staging modules' tags.
 		staging="v0.${K8S_VERSION#v1.}"
 		minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 		local replaces
@@ -115,6 +117,7 @@ install_k8s() {
 		finish "$name" $((SECONDS - start))
 	fi
 	echo "K8S_BIN_DIR=$(local_link "$name")"
+	echo "K8S_VERSION=$K8S_VERSION"
 }
 
 install_etcd() {
