@@ -146,11 +146,7 @@ func (d *Driver) Start(ctx context.Context) error {
 func (d *Driver) probeMultiple(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	probe := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{GenerateName: DriverName + "-probe-"},
-		Spec: resourceapi.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(d.o.NodeName),
-			Pool:    resourceapi.ResourcePool{Name: d.o.NodeName, ResourceSliceCount: 1},
-			Devices: []resourceapi.Device{{Name: "probe", AllowMultipleAllocations: ptr.To(true)}}}}
-	got, err := d.o.Client.ResourceV1().ResourceSlices().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	got, err := d.o.Client.ResourceV1().ResourceSlices().Create(ctx, ProbeSlice(d.o.NodeName), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		d.o.Log.WithError(err).Warn("DRA: could not ask the API server whether it keeps allowMultipleAllocations; assuming it does")
 		return
@@ -161,6 +157,17 @@ func (d *Driver) probeMultiple(ctx context.Context) {
 		d.mu.Unlock()
 		d.o.Log.Info("DRA: the API server does not keep allowMultipleAllocations (DRAConsumableCapacity off): publishing slots")
 	}
+}
+
+// ProbeSlice is the slice probeMultiple dry-run creates: node's, in its
+// pool, one device that allows multiple allocations. Exported for the
+// tests of the admission policy that must let it through
+// (deploy/base/dra-policy.yaml).
+func ProbeSlice(node string) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{GenerateName: DriverName + "-probe-"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(node),
+			Pool:    resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{{Name: "probe", AllowMultipleAllocations: ptr.To(true)}}}}
 }
 
 // run keeps the ResourceSlice current until ctx ends.

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -35,19 +36,38 @@ type Objects struct {
 	// Policy by its name (NADPolicySlot).
 	NADPolicy        admissionv1.ValidatingAdmissionPolicy
 	NADPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	// The DRA driver's DeviceClass, and the admission policies (and
+	// bindings) narrowing its ResourceSlice writes (SlicePolicySuffix) and
+	// claim status writes (ClaimPolicySuffix).
+	DeviceClass        resourcev1.DeviceClass
+	SlicePolicy        admissionv1.ValidatingAdmissionPolicy
+	SlicePolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	ClaimPolicy        admissionv1.ValidatingAdmissionPolicy
+	ClaimPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
 
 	seen map[string]bool // slots decoded
 }
 
-// NADPolicySuffix ends the names of the NAD admission policy and its binding
-// (nri-cni-nad-policy); their slots are the kind + "/" + NADPolicySuffix.
-const NADPolicySuffix = "nad-policy"
+// Suffixes of the names of admission policies and their bindings other than
+// the pod policy (nri-cni-network-status): the NAD policy
+// (nri-cni-nad-policy), the DRA ResourceSlice policy (nri-cni-dra-slices)
+// and the DRA claim status policy (nri-cni-dra-claim-status). Their slots
+// are the kind + "/" + the suffix.
+const (
+	NADPolicySuffix   = "nad-policy"
+	SlicePolicySuffix = "dra-slices"
+	ClaimPolicySuffix = "dra-claim-status"
+)
 
 // slot is where a document of kind and name goes: the kind, except for the
-// NAD admission policy and binding.
+// admission policies and bindings named with one of the suffixes.
 func slot(kind, name string) string {
-	if (kind == "ValidatingAdmissionPolicy" || kind == "ValidatingAdmissionPolicyBinding") && strings.HasSuffix(name, NADPolicySuffix) {
-		return kind + "/" + NADPolicySuffix
+	if kind == "ValidatingAdmissionPolicy" || kind == "ValidatingAdmissionPolicyBinding" {
+		for _, suffix := range []string{NADPolicySuffix, SlicePolicySuffix, ClaimPolicySuffix} {
+			if strings.HasSuffix(name, "-"+suffix) {
+				return kind + "/" + suffix
+			}
+		}
 	}
 	return kind
 }
@@ -71,6 +91,11 @@ func (o *Objects) targets() map[string]any {
 		"ValidatingAdmissionPolicyBinding":                    &o.PolicyBinding,
 		"ValidatingAdmissionPolicy/" + NADPolicySuffix:        &o.NADPolicy,
 		"ValidatingAdmissionPolicyBinding/" + NADPolicySuffix: &o.NADPolicyBinding,
+		"DeviceClass": &o.DeviceClass,
+		"ValidatingAdmissionPolicy/" + SlicePolicySuffix:        &o.SlicePolicy,
+		"ValidatingAdmissionPolicyBinding/" + SlicePolicySuffix: &o.SlicePolicyBinding,
+		"ValidatingAdmissionPolicy/" + ClaimPolicySuffix:        &o.ClaimPolicy,
+		"ValidatingAdmissionPolicyBinding/" + ClaimPolicySuffix: &o.ClaimPolicyBinding,
 	}
 }
 

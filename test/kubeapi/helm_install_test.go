@@ -11,15 +11,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
 
 // testHelmInstall installs the chart in a namespace of its own (after
-// testBase removed deploy/base's objects), checks what it created — the
-// DaemonSet's pod too, with an image that is not there (pullPolicy Never):
-// its ServiceAccount and NODE_NAME are what matter here — runs the same
-// identity checks against the chart's RBAC and policy, and uninstalls.
+// testBase removed deploy/base's objects), with the DRA driver on at the
+// cluster's kubelet, checks what it created — the DaemonSet's pod too, with
+// an image that is not there (pullPolicy Never): its ServiceAccount,
+// NODE_NAME and mounts are what matter here — runs the same identity checks
+// against the chart's RBAC and policies, and uninstalls.
 func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	h := newHelm(t)
 	ns := harness.RandomName("nri-cni-helm-")
@@ -28,7 +30,9 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	out, err := h.run(ctx, "install", release, ChartDir(), "--kubeconfig", c.Kubeconfig,
 		"--namespace", ns, "--create-namespace",
 		"--set", "image.repository=localhost/nri-cni,image.tag=dev,image.pullPolicy=Never",
-		"--set", "kubernetes.enabled=true")
+		"--set", "kubernetes.enabled=true",
+		// The DRA driver on (the default), at this cluster's kubelet.
+		"--set", "kubernetes.dra.enabled=true,kubernetes.dra.kubeletDir="+c.KubeletRootDir)
 	require.NoError(t, err)
 	t.Logf("helm install (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
 	uninstalled := false
@@ -39,7 +43,7 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		}
 		assert.NoError(t, c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}))
 	})
-	out, err = c.Kubectl(ctx, "get", "crd,clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
+	out, err = c.Kubectl(ctx, "get", "crd,clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding,deviceclass",
 		"-l", "app.kubernetes.io/instance="+release)
 	require.NoError(t, err)
 	t.Logf("cluster-scoped objects of the release:\n%s", out)
@@ -63,9 +67,21 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}, waitFor, 200*time.Millisecond, "the DaemonSet never created its pod on the node")
 	assert.Equal(t, release, dsPod.Spec.ServiceAccountName)
 	assert.Equal(t, c.NodeName, dsPod.Spec.NodeName)
+	hostPaths := map[string]bool{}
+	for _, v := range dsPod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.HostPath.Path] = true
+		}
+	}
+	for _, p := range []string{c.KubeletRootDir + "/plugins/" + dra.DriverName, c.KubeletRootDir + "/plugins_registry"} {
+		assert.True(t, hostPaths[p], "the DRA driver's mount of the kubelet's %s", p)
+	}
+	_, err = c.Client.ResourceV1().DeviceClasses().Get(ctx, dra.DriverName, metav1.GetOptions{})
+	require.NoError(t, err, "the DeviceClass")
 
 	checkIdentity(ctx, t, c, identity{Namespace: ns, ServiceAccount: release,
-		Policy: release + "-network-status", PolicyBinding: release + "-network-status"})
+		Policy: release + "-network-status", PolicyBinding: release + "-network-status",
+		SlicePolicy: release + "-dra-slices", ClaimPolicy: release + "-dra-claim-status"})
 
 	start = time.Now()
 	out, err = h.run(ctx, "uninstall", release, "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--wait")
@@ -88,6 +104,18 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		},
 		"ValidatingAdmissionPolicyBinding": func() error {
 			_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, release+"-network-status", metav1.GetOptions{})
+			return err
+		},
+		"DRA ResourceSlice policy": func() error {
+			_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-dra-slices", metav1.GetOptions{})
+			return err
+		},
+		"DRA claim status policy binding": func() error {
+			_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, release+"-dra-claim-status", metav1.GetOptions{})
+			return err
+		},
+		"DeviceClass": func() error {
+			_, err := admin.ResourceV1().DeviceClasses().Get(ctx, dra.DriverName, metav1.GetOptions{})
 			return err
 		},
 		"ServiceAccount": func() error {

@@ -89,6 +89,16 @@ func TestHelmTemplateMatchesBase(t *testing.T) {
 	assert.Equal(t, base.NADPolicy.Annotations, o.NADPolicy.Annotations, "NAD admission policy made from the same kubernetes.nadPolicy")
 	assert.Equal(t, base.NADPolicy.Spec, o.NADPolicy.Spec, "same NAD admission policy")
 	assert.Equal(t, base.NADPolicyBinding.Spec, o.NADPolicyBinding.Spec)
+	assert.Equal(t, base.DeviceClass.Name, o.DeviceClass.Name, "the DRA driver's DeviceClass")
+	assert.Equal(t, base.DeviceClass.Spec, o.DeviceClass.Spec)
+	assert.Equal(t, base.SlicePolicy.Name, o.SlicePolicy.Name)
+	assert.Equal(t, base.SlicePolicy.Spec, o.SlicePolicy.Spec, "same ResourceSlice policy")
+	assert.Equal(t, base.SlicePolicyBinding.Name, o.SlicePolicyBinding.Name)
+	assert.Equal(t, base.SlicePolicyBinding.Spec, o.SlicePolicyBinding.Spec)
+	assert.Equal(t, base.ClaimPolicy.Name, o.ClaimPolicy.Name)
+	assert.Equal(t, base.ClaimPolicy.Spec, o.ClaimPolicy.Spec, "same claim status policy")
+	assert.Equal(t, base.ClaimPolicyBinding.Name, o.ClaimPolicyBinding.Name)
+	assert.Equal(t, base.ClaimPolicyBinding.Spec, o.ClaimPolicyBinding.Spec)
 	baseNAD, err := os.ReadFile(filepath.Join(base.Dir, "nad-policy.yaml"))
 	require.NoError(t, err)
 	chartNAD, err := os.ReadFile(filepath.Join(ChartDir(), "files", "nad-policy.yaml"))
@@ -196,10 +206,13 @@ tolerations: []
 	assert.Equal(t, "net-system", o.ClusterRoleBinding.Subjects[0].Namespace)
 
 	off := h.template(ctx, t, "kube-system", "--set", "daemonSet.enabled=false,policy.enabled=false")
-	assert.ElementsMatch(t, []string{"DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, off.Missing())
+	assert.ElementsMatch(t, append([]string{"DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+		draPolicySlots...), off.Missing(), "policy.enabled=false: none of the ServiceAccount's policies")
 	noKube := h.template(ctx, t, "kube-system", "--set", "kubernetes.enabled=false")
-	assert.ElementsMatch(t, []string{"ValidatingAdmissionPolicy/" + deploy.NADPolicySuffix, "ValidatingAdmissionPolicyBinding/" + deploy.NADPolicySuffix},
-		noKube.Missing(), "no NAD admission policy without Kubernetes mode")
+	assert.ElementsMatch(t, append([]string{"ValidatingAdmissionPolicy/" + deploy.NADPolicySuffix,
+		"ValidatingAdmissionPolicyBinding/" + deploy.NADPolicySuffix, "DeviceClass"}, draPolicySlots...),
+		noKube.Missing(), "no NAD admission policy and no DRA without Kubernetes mode")
+	assertNoDRA(t, noKube)
 
 	_, err := h.run(ctx, "template", "nri-cni", ChartDir(), "--set", "networks.bad=not json")
 	require.Error(t, err)

@@ -26,6 +26,24 @@ contains the chart name (helm install nri-cni ...), else release-chart. */}}
 {{- printf "%s-network-status" (include "nri-cni.fullname" .) -}}
 {{- end -}}
 
+{{/* "true" when the DRA driver is on (it needs Kubernetes mode). */}}
+{{- define "nri-cni.draOn" -}}
+{{- and .Values.kubernetes.enabled (.Values.kubernetes.dra | default dict).enabled | toString -}}
+{{- end -}}
+
+{{/* The kubelet's root directory, for the DRA driver's mounts. */}}
+{{- define "nri-cni.kubeletDir" -}}
+{{- (.Values.kubernetes.dra | default dict).kubeletDir | default "/var/lib/kubelet" | trimSuffix "/" -}}
+{{- end -}}
+
+{{- define "nri-cni.slicePolicyName" -}}
+{{- printf "%s-dra-slices" (include "nri-cni.fullname" .) -}}
+{{- end -}}
+
+{{- define "nri-cni.claimPolicyName" -}}
+{{- printf "%s-dra-claim-status" (include "nri-cni.fullname" .) -}}
+{{- end -}}
+
 {{- define "nri-cni.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "nri-cni.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -75,6 +93,11 @@ kubernetes: section when Kubernetes mode is on. */}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
 {{- if .Values.kubernetes.hotplug -}}
 {{- $_ = set $k "hotplug" true -}}
+{{- end -}}
+{{- if eq (include "nri-cni.draOn" .) "true" -}}
+{{- $dra := deepCopy .Values.kubernetes.dra -}}
+{{- $_ = set $dra "kubeletDir" (include "nri-cni.kubeletDir" .) -}}
+{{- $_ = set $k "dra" $dra -}}
 {{- end -}}
 {{- $_ = set $conf "kubernetes" $k -}}
 {{- end -}}
