@@ -213,7 +213,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 			continue
 		}
 		if res := results[i]; res != nil {
-			rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
+			fromResult(&rec.Networks[i], res)
 			if a.Claim != nil {
 				rec.Networks[i].Result = res.Raw
 			}
@@ -246,6 +246,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	attached = rec
+	m.report.noted(log, sb, p.Notes, nil)
 	return rec, nil
 }
 

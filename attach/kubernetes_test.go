@@ -34,14 +34,15 @@ func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
 
 	calls := kf.Calls()
 	require.Len(t, calls, 2)
-	assert.Equal(t, []string{"ADD cni-a ext0", "ADD cni-b net1"}, kf.Cmds())
+	// The unnamed second element is net2, by its position (as Multus names it).
+	assert.Equal(t, []string{"ADD cni-a ext0", "ADD cni-b net2"}, kf.Cmds())
 	assert.JSONEq(t, `{"ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09"}`, string(calls[0].RuntimeConfig))
 	assert.Empty(t, calls[1].RuntimeConfig, "an element without capability keys sends none")
 
 	// The record keeps the CNI name (DEL's cache key) and the NAD reference.
 	assert.Equal(t, []state.Network{
 		{Name: "cni-a", IfName: "ext0", IPs: []string{"10.99.0.5/24"}, NAD: "ns1/macvlan-a"},
-		{Name: "cni-b", IfName: "net1", IPs: []string{"10.99.0.5/24"}, NAD: "shared/b"},
+		{Name: "cni-b", IfName: "net2", IPs: []string{"10.99.0.5/24"}, NAD: "shared/b"},
 	}, rec.Networks)
 
 	// cni-args reached the config libcni ran and cached (DEL uses it); the
@@ -67,7 +68,7 @@ func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
 	assert.Equal(t, attach.PodNetworks{Namespace: "ns1", Name: "pod-sb1", UID: "uid-sb1", SandboxID: "sb1", Networks: []attach.NetworkStatus{
 		{Name: "default", Interface: "eth0", IPs: []string{"10.244.0.7", "fd00:244::7"}, Default: true},
 		{Name: "ns1/macvlan-a", Interface: "ext0", IPs: []string{"10.99.0.5"}},
-		{Name: "shared/b", Interface: "net1", IPs: []string{"10.99.0.5"}},
+		{Name: "shared/b", Interface: "net2", IPs: []string{"10.99.0.5"}},
 	}}, status[0])
 
 	// A NAD deleted after the attach: DEL still runs, from libcni's cache,
@@ -76,7 +77,7 @@ func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
 	require.NoError(t, kf.Mgr.Detach(context.Background(), sb, true))
 	calls = kf.Calls()
 	require.Len(t, calls, 4)
-	assert.Equal(t, []string{"DEL cni-b net1", "DEL cni-a ext0"}, kf.Cmds()[2:])
+	assert.Equal(t, []string{"DEL cni-b net2", "DEL cni-a ext0"}, kf.Cmds()[2:])
 	assert.JSONEq(t, `{"ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09"}`, string(calls[3].RuntimeConfig))
 }
 
@@ -254,17 +255,23 @@ func TestStatusSkipsPodsWithoutUID(t *testing.T) {
 func TestNPWGInterfaceNamesAndDuplicates(t *testing.T) {
 	kf := attachtest.NewKube(t, nil)
 	kf.NAD(plan.NADRef{Namespace: "ns1", Name: "a"}, "cni-a", nil)
-	rec, err := kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb1", "a,a@net1,a"))
+	rec, err := kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb1", "a,a@eth7,a"))
 	require.NoError(t, err)
 	var got []string
 	for _, n := range rec.Networks {
 		got = append(got, n.IfName)
 	}
-	assert.Equal(t, []string{"net2", "net1", "net3"}, got, "explicit names first, the others skip them")
+	assert.Equal(t, []string{"net1", "eth7", "net3"}, got, "unnamed elements named by their position, as Multus does")
 
 	_, err = kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb2", "a@x1,a@x1"))
 	assert.ErrorIs(t, err, plan.ErrBadAnnotation)
-	assert.Contains(t, err.Error(), fmt.Sprintf("%s element 2 (ns1/a): interface \"x1\" used twice", plan.AnnotationNPWGNetworks))
+	assert.ErrorIs(t, err, plan.ErrBadInterface)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%s element 2 (ns1/a): interface name refused: \"x1\" is also element 1's", plan.AnnotationNPWGNetworks))
+
+	// Multus would name both net1 and fail the second ADD: refused before any.
+	_, err = kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb3", "a,a@net1"))
+	assert.ErrorIs(t, err, plan.ErrBadInterface)
+	assert.Empty(t, kf.Cmds()[3:], "no ADD for a refused pod")
 }
 
 func TestStaticPodsAreReportedAsStatic(t *testing.T) {

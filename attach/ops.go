@@ -194,6 +194,12 @@ func attempted(nets []state.Network, errs []error, results []*cni.Result) []stat
 	return out
 }
 
+// fromResult records what res says of n's interface: its addresses, MAC,
+// MTU, DNS and default routes.
+func fromResult(n *state.Network, res *cni.Result) {
+	n.IPs, n.Mac, n.MTU, n.DNS, n.ResultGateways = res.IPs, res.Mac, res.MTU, dnsOf(res), res.DefaultGateways
+}
+
 // dnsOf keeps a result's DNS section if it says anything.
 func dnsOf(res *cni.Result) *state.DNS {
 	d := res.DNS

@@ -93,7 +93,7 @@ func (o *ops) rebuild(id string) (*state.Record, error) {
 		}
 		n := state.Network{Name: att.Network, IfName: att.IfName, NAD: owner.NAD}
 		if res, err := o.engine.CachedResult(att); err == nil {
-			n.IPs, n.Mac, n.DNS = res.IPs, res.Mac, dnsOf(res)
+			fromResult(&n, res)
 		}
 		rec.Networks = append(rec.Networks, n)
 		if rec.Netns == "" {

@@ -204,7 +204,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 			m.report.attached(sb, rec)
 			return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), errors.Join(errs...))
 		}
-		rec.Networks[i].IPs, rec.Networks[i].Mac, rec.Networks[i].DNS = res.IPs, res.Mac, dnsOf(res)
+		fromResult(&rec.Networks[i], res)
 		rec.Networks[i].Pending = false
 		if a.Claim != nil {
 			rec.Networks[i].Result = res.Raw
@@ -217,6 +217,13 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		errs = append(errs, err)
 	}
 	m.report.attached(sb, rec)
+	// Only the networks this hot-plug added: the others were noted when
+	// they were attached.
+	addedIfnames := map[string]bool{}
+	for _, a := range add {
+		addedIfnames[a.IfName] = true
+	}
+	m.report.noted(log, sb, p.Notes, addedIfnames)
 	log.WithFields(logrus.Fields{"added": len(add), "removed": len(gone)}).Info("networks changed (hot-plug)")
 	if len(errs) > 0 {
 		return true, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), errors.Join(errs...))

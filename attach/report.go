@@ -8,6 +8,8 @@ package attach
 import (
 	"net"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
@@ -19,10 +21,16 @@ type NetworkStatus struct {
 	Interface string
 	IPs       []string // addresses without prefix length, as NPWG writes them
 	Mac       string
-	Default   bool
-	DNS       *state.DNS
-	// Gateways: the pod's default routes through this interface (NPWG
-	// "default-route").
+	// MTU is the interface's MTU as the ADD result reported it (0: none).
+	MTU     int
+	Default bool
+	DNS     *state.DNS
+	// Gateway: the gateways of the pod's default routes through this
+	// interface, as readers of network-status with the NPWG client
+	// library's types expect them ("gateway"; see statusGateways).
+	Gateway []string
+	// Gateways: the pod's default routes nri-cni set through this
+	// interface (the NPWG spec's "default-route" of the entry).
 	Gateways []string
 	// Claim is the DRA claim device the network was asked for by (its
 	// status.devices entry is written too); nil for the others.
@@ -73,6 +81,21 @@ type DriftSink interface {
 	CheckFailed(AttachFailure)
 }
 
+// PodNote is a warning of planning (plan.Note) about a pod whose networks
+// were attached: something it asked for that it did not get.
+type PodNote struct {
+	Namespace, Name, UID string
+	SandboxID            string
+	Note                 plan.Note
+}
+
+// NoteSink, when the status sink implements it, is told of planning's
+// warnings about each pod attached (a Warning Event on the pod). It must
+// return at once, as StatusSink's methods.
+type NoteSink interface {
+	Noted(PodNote)
+}
+
 // Static pods: the kubelet marks a pod that did not come from the API server
 // with its source, and names the static pod's UID in its mirror pod.
 const (
@@ -108,18 +131,74 @@ func (r *reporter) attached(sb Sandbox, rec *state.Record) {
 	pn.Networks = append(pn.Networks, NetworkStatus{
 		Name: r.cfg.Kubernetes.PrimaryNetworkName(), Interface: "eth0", IPs: bareIPs(sb.IPs), Default: true,
 	})
-	for _, n := range rec.Networks {
+	gateways := statusGateways(rec.Networks)
+	for i, n := range rec.Networks {
 		name := n.NAD
 		if name == "" {
 			name = n.Name
 		}
-		ns := NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac, DNS: n.DNS, Gateways: n.Gateways}
+		ns := NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac, MTU: n.MTU, DNS: n.DNS,
+			Gateway: gateways[i], Gateways: n.Gateways}
 		if n.Claim != nil {
 			ns.Claim, ns.IPNets, ns.Result = n.Claim, n.IPs, n.Result
 		}
 		pn.Networks = append(pn.Networks, ns)
 	}
 	r.sink.PodNetworks(pn)
+}
+
+// statusGateways is network-status's "gateway" of each of nets: the
+// gateways of the pod's default routes through that interface. Where no
+// NPWG default-route was set, the ADD result's default routes (what the
+// NPWG client library writes). In an address family whose default route a
+// default-route set, nri-cni replaced every default route of the family
+// (netns.SetDefaultRoutes): only the attachment that carries it lists one,
+// its gateway. Multus lists the result's routes even then; the annotation
+// should say what the pod has.
+func statusGateways(nets []state.Network) [][]string {
+	moved := map[bool]bool{} // IPv4? -> a default-route set that family
+	for _, n := range nets {
+		for _, gw := range n.Gateways {
+			moved[isIPv4(gw)] = true
+		}
+	}
+	out := make([][]string, len(nets))
+	for i, n := range nets {
+		for _, gw := range n.ResultGateways {
+			if !moved[isIPv4(gw)] {
+				out[i] = append(out[i], gw)
+			}
+		}
+		out[i] = append(out[i], n.Gateways...)
+	}
+	return out
+}
+
+// isIPv4 reports whether the address s is an IPv4 address.
+func isIPv4(s string) bool {
+	ip := net.ParseIP(s)
+	return ip != nil && ip.To4() != nil
+}
+
+// noted tells the sink of planning's warnings about sb (the notes of the
+// interfaces only selects, all when it is nil) and logs the other notes
+// at debug level: keys the pod's owner meant for another implementation.
+func (r *reporter) noted(log *logrus.Entry, sb Sandbox, notes []plan.Note, only map[string]bool) {
+	ns, _ := r.sink.(NoteSink)
+	for _, n := range notes {
+		if only != nil && !only[n.IfName] {
+			continue
+		}
+		l := log.WithFields(logrus.Fields{"nad": n.Network, "ifname": n.IfName, "key": n.Key})
+		if !n.Warning {
+			l.Debug(n.Message)
+			continue
+		}
+		l.Info(n.Message)
+		if ns != nil && sb.Kind == "pod" && sb.Pod.UID != "" {
+			ns.Noted(PodNote{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID, SandboxID: sb.ID, Note: n})
+		}
+	}
 }
 
 func hasClaims(rec *state.Record) bool {

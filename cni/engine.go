@@ -7,16 +7,13 @@ package cni
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
 )
 
 // Errors.
@@ -144,16 +141,6 @@ func (a Attachment) runtimeConf() *libcni.RuntimeConf {
 	}
 }
 
-// Result is what nri-cni keeps of an ADD result.
-type Result struct {
-	IPs []string // CIDR notation
-	Mac string
-	DNS types.DNS // as the plugin returned it (often empty)
-	// Raw is the whole result in the current CNI version's form (a DRA
-	// claim's status.devices[].data).
-	Raw json.RawMessage
-}
-
 // Add runs ADD of network n for a.
 func (e *Engine) Add(ctx context.Context, n *Network, a Attachment) (*Result, error) {
 	res, err := e.cni.AddNetworkList(ctx, n.List, a.runtimeConf())
@@ -248,36 +235,6 @@ func (e *Engine) cachedList(name string, rt *libcni.RuntimeConf) (*libcni.Networ
 // containers when empty).
 func (e *Engine) CachedAttachments(containerID string) ([]*libcni.NetworkAttachment, error) {
 	return e.cni.GetCachedAttachments(containerID)
-}
-
-// summarize extracts the addresses and MAC of ifname from a result.
-func summarize(res types.Result, ifname string) (*Result, error) {
-	if res == nil {
-		return &Result{}, nil
-	}
-	cur, err := current.NewResultFromResult(res)
-	if err != nil {
-		return nil, fmt.Errorf("converting CNI result: %w", err)
-	}
-	raw, err := json.Marshal(cur)
-	if err != nil {
-		return nil, fmt.Errorf("encoding CNI result: %w", err)
-	}
-	out := &Result{DNS: cur.DNS, Raw: raw}
-	ifIndex := -1
-	for i, itf := range cur.Interfaces {
-		if itf.Name == ifname && itf.Sandbox != "" {
-			ifIndex = i
-			out.Mac = itf.Mac
-		}
-	}
-	for _, ip := range cur.IPs {
-		if ip.Interface != nil && ifIndex >= 0 && *ip.Interface != ifIndex {
-			continue
-		}
-		out.IPs = append(out.IPs, (&net.IPNet{IP: ip.Address.IP, Mask: ip.Address.Mask}).String())
-	}
-	return out, nil
 }
 
 // GC runs libcni's GC for network n: DEL of cached attachments not in valid

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -101,10 +100,10 @@ func (s *NADSource) Network(ref plan.NADRef) (*cni.Network, error) {
 	return s.parse(ref, obj)
 }
 
-// parse turns spec.config into a Network, once per object version: its
-// size first (kubernetes.maxNADConfigBytes), then the NAD policy of the
-// object's namespace, then cni.Parse. A refusal names the NAD, the key and
-// the policy key, wraps plan.ErrBadNAD and a *nadpolicy.Violation
+// parse turns spec.config into a Network, once per object version
+// (plan.ParseNADConfig: its size, then the NAD policy of the object's
+// namespace, then cni.Parse). A refusal names the NAD, the key and the
+// policy key, wraps plan.ErrBadNAD and a *nadpolicy.Violation
 // (nadpolicy.ErrRefused), and fails every pod that names the NAD. The
 // result is shared: the Manager copies it before adding per-pod args.
 func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
@@ -114,23 +113,8 @@ func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	if p, ok := s.parsed[key]; ok && p.resourceVersion == obj.ResourceVersion {
 		return p.net, p.err
 	}
-	p := parsedNAD{resourceVersion: obj.ResourceVersion}
-	raw := []byte(obj.Spec.Config)
-	if err := nadpolicy.CheckSize(raw, s.maxBytes); err != nil {
-		p.err = fmt.Errorf("%w %s: %w", plan.ErrBadNAD, ref, err)
-	} else if strings.TrimSpace(obj.Spec.Config) == "" {
-		// NPWG: no config means the CNI config of the object's name in the
-		// node's config dir (nri-cni's confDir), which the admin wrote:
-		// not subject to the policy.
-		p.net = &cni.Network{Name: obj.Name}
-	} else if err := s.policy.Check(ref.Namespace, raw); err != nil {
-		p.err = fmt.Errorf("%w %s: %w", plan.ErrBadNAD, ref, err)
-	} else if n, err := cni.Parse(raw); err != nil {
-		p.err = fmt.Errorf("%w %s: spec.config: %w", plan.ErrBadNAD, ref, err)
-	} else {
-		n.File = "NetworkAttachmentDefinition " + key
-		p.net = n
-	}
+	n, err := plan.ParseNADConfig(ref, obj.Spec.Config, s.policy, s.maxBytes)
+	p := parsedNAD{resourceVersion: obj.ResourceVersion, net: n, err: err}
 	if len(s.parsed) > maxParsed {
 		clear(s.parsed) // objects come and go; never grow without bound
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/plan"
 )
 
 // AnnotationNetworkStatus is the NPWG network-status annotation.
@@ -27,7 +28,12 @@ const AnnotationNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
 const (
 	ReasonCheckFailed  = "NetworkCheckFailed"
 	ReasonAttachFailed = "NetworkAttachFailed"
-	fieldManager       = "nri-cni"
+	// ReasonIPAMClaimNotUsed: an NPWG element's ipam-claim-reference was
+	// ignored (nri-cni has no IPAMClaims; the spec says to ignore it).
+	ReasonIPAMClaimNotUsed = "IPAMClaimNotUsed"
+	// ReasonRequestIgnored: any other warning of planning.
+	ReasonRequestIgnored = "NetworkRequestIgnored"
+	fieldManager         = "nri-cni"
 )
 
 // StatusWriter is attach.StatusSink: it queues each pod's latest network
@@ -111,6 +117,17 @@ func (w *StatusWriter) AttachFailed(f attach.AttachFailure) {
 		return
 	}
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonAttachFailed, "nri-cni: attaching networks failed: %v", f.Err)
+}
+
+// Noted implements attach.NoteSink: a Warning Event on the pod for what
+// planning ignored of its request (the recorder queues it).
+func (w *StatusWriter) Noted(n attach.PodNote) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: n.Namespace, Name: n.Name, UID: types.UID(n.UID)}
+	reason := ReasonRequestIgnored
+	if n.Note.Key == plan.KeyIPAMClaimReference {
+		reason = ReasonIPAMClaimNotUsed
+	}
+	w.recorder.Eventf(ref, corev1.EventTypeWarning, reason, "nri-cni: %s", n.Note.Message)
 }
 
 // CheckFailed implements attach.DriftSink: a Warning Event on the pod whose
@@ -209,17 +226,26 @@ func (w *StatusWriter) write(ctx context.Context, pn attach.PodNetworks) error {
 	return nil
 }
 
-// networkStatus is an NPWG network-status entry. "default" is always
-// written (the spec requires it).
+// networkStatus is an NPWG network-status entry: the keys of the NPWG
+// client library's NetworkStatus (v1.7.7), in its order, and the spec's
+// "default-route". Not the library's type itself, which leaves "default"
+// out when false (the spec requires it), always writes "dns" (nri-cni only
+// when the result has one) and has no "default-route".
 type networkStatus struct {
 	Name      string   `json:"name"`
 	Interface string   `json:"interface,omitempty"`
 	IPs       []string `json:"ips,omitempty"`
 	Mac       string   `json:"mac,omitempty"`
-	Default   bool     `json:"default"`
-	DNS       *dns     `json:"dns,omitempty"`
-	// DefaultRoute: the gateways of the pod's default routes through this
-	// interface (the NPWG spec's "default-route").
+	// Mtu: the interface's MTU from the ADD result (NPWG v1.3, the
+	// client library's "mtu").
+	Mtu     int  `json:"mtu,omitempty"`
+	Default bool `json:"default"`
+	DNS     *dns `json:"dns,omitempty"`
+	// Gateway: the gateways of the pod's default routes through this
+	// interface, as the client library writes and reads them.
+	Gateway []string `json:"gateway,omitempty"`
+	// DefaultRoute: the gateways of the default routes nri-cni set through
+	// this interface (the NPWG spec's "default-route").
 	DefaultRoute []string `json:"default-route,omitempty"`
 }
 
@@ -234,7 +260,8 @@ type dns struct {
 func NetworkStatusJSON(pn attach.PodNetworks) (string, error) {
 	entries := make([]networkStatus, 0, len(pn.Networks))
 	for _, n := range pn.Networks {
-		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Default: n.Default, DefaultRoute: n.Gateways}
+		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Mtu: n.MTU, Default: n.Default,
+			Gateway: n.Gateway, DefaultRoute: n.Gateways}
 		if n.DNS != nil {
 			e.DNS = &dns{Nameservers: n.DNS.Nameservers, Domain: n.DNS.Domain, Search: n.DNS.Search, Options: n.DNS.Options}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	nadutils "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/utils"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,17 +43,19 @@ func testPod() *corev1.Pod {
 func sample() attach.PodNetworks {
 	return attach.PodNetworks{Namespace: "ns1", Name: "web", UID: "uid-web", SandboxID: "sb1", Networks: []attach.NetworkStatus{
 		{Name: "kindnet", Interface: "eth0", IPs: []string{"10.244.0.7"}, Default: true},
-		{Name: "ns1/macvlan", Interface: "net1", IPs: []string{"10.1.0.5", "fd00::5"}, Mac: "02:00:00:00:00:05",
-			DNS: &state.DNS{Nameservers: []string{"10.1.0.1"}, Search: []string{"corp"}}},
+		{Name: "ns1/macvlan", Interface: "net1", IPs: []string{"10.1.0.5", "fd00::5"}, Mac: "02:00:00:00:00:05", MTU: 9000,
+			DNS: &state.DNS{Nameservers: []string{"10.1.0.1"}, Search: []string{"corp"}}, Gateway: []string{"fd00::1"}},
 		{Name: "secondary", Interface: "net2"},
+		{Name: "ns1/uplink", Interface: "net3", IPs: []string{"10.2.0.5"}, Gateway: []string{"10.2.0.1"}, Gateways: []string{"10.2.0.1"}},
 	}}
 }
 
 const sampleJSON = `[
  {"name":"kindnet","interface":"eth0","ips":["10.244.0.7"],"default":true},
- {"name":"ns1/macvlan","interface":"net1","ips":["10.1.0.5","fd00::5"],"mac":"02:00:00:00:00:05","default":false,
-  "dns":{"nameservers":["10.1.0.1"],"search":["corp"]}},
- {"name":"secondary","interface":"net2","default":false}
+ {"name":"ns1/macvlan","interface":"net1","ips":["10.1.0.5","fd00::5"],"mac":"02:00:00:00:00:05","mtu":9000,"default":false,
+  "dns":{"nameservers":["10.1.0.1"],"search":["corp"]},"gateway":["fd00::1"]},
+ {"name":"secondary","interface":"net2","default":false},
+ {"name":"ns1/uplink","interface":"net3","ips":["10.2.0.5"],"default":false,"gateway":["10.2.0.1"],"default-route":["10.2.0.1"]}
 ]`
 
 // patches records the pod patches a fake clientset sees; fail decides a
@@ -105,6 +109,41 @@ func TestNetworkStatusJSONIsNPWG(t *testing.T) {
 	got, err := NetworkStatusJSON(sample())
 	require.NoError(t, err)
 	assert.JSONEq(t, sampleJSON, got)
+}
+
+// TestNetworkStatusReadByTheNADClient: a consumer reading network-status
+// with the NPWG client library's types (v1.7.7 GetNetworkStatus) sees the
+// MTU and the default routes' gateways, as Multus's would show them.
+func TestNetworkStatusReadByTheNADClient(t *testing.T) {
+	value, err := NetworkStatusJSON(sample())
+	require.NoError(t, err)
+	pod := testPod()
+	pod.Annotations[nadv1.NetworkStatusAnnot] = value
+	got, err := nadutils.GetNetworkStatus(pod)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	assert.Equal(t, nadv1.NetworkStatus{Name: "kindnet", Interface: "eth0", IPs: []string{"10.244.0.7"}, Default: true}, got[0])
+	assert.Equal(t, nadv1.NetworkStatus{Name: "ns1/macvlan", Interface: "net1", IPs: []string{"10.1.0.5", "fd00::5"},
+		Mac: "02:00:00:00:00:05", Mtu: 9000, Gateway: []string{"fd00::1"},
+		DNS: nadv1.DNS{Nameservers: []string{"10.1.0.1"}, Search: []string{"corp"}}}, got[1])
+	assert.Equal(t, nadv1.NetworkStatus{Name: "ns1/uplink", Interface: "net3", IPs: []string{"10.2.0.5"}, Gateway: []string{"10.2.0.1"}},
+		got[3], "nri-cni's default-route reaches the library's readers as gateway")
+}
+
+// TestIgnoredIPAMClaimIsAWarningEvent: planning's warnings become Warning
+// Events on the pod; the IPAM claim's has a reason of its own.
+func TestIgnoredIPAMClaimIsAWarningEvent(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	w := NewStatusWriter(fake.NewClientset(), rec, quietLog(), StatusOptions{})
+	var sink attach.StatusSink = w
+	ns, ok := sink.(attach.NoteSink)
+	require.True(t, ok, "the status writer takes planning's warnings")
+	ns.Noted(attach.PodNote{Namespace: "ns1", Name: "virt-launcher-vm1", UID: "uid-1",
+		Note: plan.Note{Network: "ns1/blue", IfName: "net1", Key: plan.KeyIPAMClaimReference, Warning: true, Message: "the IPAM claim was not used"}})
+	ns.Noted(attach.PodNote{Namespace: "ns1", Name: "web", UID: "uid-web",
+		Note: plan.Note{Network: "ns1/blue", IfName: "net1", Key: "other", Warning: true, Message: "something else"}})
+	assert.Equal(t, "Warning IPAMClaimNotUsed nri-cni: the IPAM claim was not used", <-rec.Events)
+	assert.Equal(t, "Warning NetworkRequestIgnored nri-cni: something else", <-rec.Events)
 }
 
 func TestStatusPatchTouchesOnlyTheAnnotationAndCarriesTheUID(t *testing.T) {

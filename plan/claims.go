@@ -8,7 +8,6 @@ package plan
 // limits). Pure: the records come in with the Pod.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,9 +135,19 @@ func decodeNetworkConfig(raw []byte, maxBytes int) (map[string]json.RawMessage, 
 	}
 	delete(keys, "apiVersion")
 	delete(keys, "kind")
-	for _, k := range []string{"name", "namespace"} {
-		if _, ok := keys[k]; ok {
+	// A NetworkConfig is nri-cni's own API, not the NPWG annotation that
+	// other implementations read too: what the annotation ignores (the
+	// spec's rule for shared input) is refused here, like any key nri-cni
+	// does not implement. Keys match as encoding/json matches them to
+	// fields: without regard to case.
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		switch {
+		case strings.EqualFold(k, "name"), strings.EqualFold(k, "namespace"):
 			return nil, fmt.Errorf("key %q: the network is the allocated device's (select it with the request's selectors)", k)
+		case strings.EqualFold(k, KeyIPAMClaimReference):
+			return nil, fmt.Errorf("key %q %w: no IPAMClaim support (ask for addresses with \"ips\")", k, ErrUnsupportedField)
+		case extensionKey(k):
+			return nil, fmt.Errorf("key %q: a NetworkConfig takes no extension keys (reverse domain name notation is for the NPWG annotation)", k)
 		}
 	}
 	// Each config alone is a valid element: errors name the config they
@@ -152,24 +161,6 @@ func decodeNetworkConfig(raw []byte, maxBytes int) (map[string]json.RawMessage, 
 		return nil, err
 	}
 	return keys, nil
-}
-
-// decodeElement decodes a selection element strictly: unknown keys and the
-// keys nri-cni does not support are errors.
-func decodeElement(data []byte) (*selectionElement, error) {
-	var e selectionElement
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber() // cni-args reach the plugins exactly as written
-	if err := dec.Decode(&e); err != nil {
-		return nil, err
-	}
-	for _, u := range unsupported {
-		if raw := u.get(&e); len(raw) > 0 && string(raw) != "null" {
-			return nil, fmt.Errorf("key %q %w: %s", u.key, ErrUnsupportedField, u.reason)
-		}
-	}
-	return &e, nil
 }
 
 // CheckClaim applies planning's gates to a claim of a pod of its namespace

@@ -58,6 +58,23 @@ func TestParseNetworkConfig(t *testing.T) {
 			err: ErrBadClaimConfig, msg: `"interface" "eth0" is not a usable interface name`},
 		{name: "unsupported key", configs: []ClaimConfig{netConf(`,"infiniband-guid":"x"`)},
 			err: ErrUnsupportedField, msg: `"infiniband-guid"`},
+		// nri-cni's own API stays strict where the NPWG annotation follows
+		// the spec's rule for input other implementations read too.
+		{name: "ipam-claim-reference is refused, not ignored", configs: []ClaimConfig{netConf(`,"ipam-claim-reference":"vm1"`)},
+			err: ErrUnsupportedField, msg: `key "ipam-claim-reference" not supported by nri-cni: no IPAMClaim support`},
+		{name: "ipam-claim-reference in another case", configs: []ClaimConfig{netConf(`,"IPAM-Claim-Reference":"vm1"`)},
+			err: ErrUnsupportedField, msg: `key "IPAM-Claim-Reference"`},
+		{name: "an empty ipam-claim-reference too", configs: []ClaimConfig{netConf(`,"ipam-claim-reference":""`)},
+			err: ErrUnsupportedField, msg: `key "ipam-claim-reference"`},
+		{name: "extension keys are refused, not ignored", configs: []ClaimConfig{netConf(`,"org.example.foo":1`)},
+			err: ErrBadClaimConfig, msg: `the claim's config: key "org.example.foo": a NetworkConfig takes no extension keys`},
+		{name: "extension keys in the class's config", configs: []ClaimConfig{classConf(`,"io.kubevirt.x":true`)},
+			err: ErrBadClaimConfig, msg: `the DeviceClass's config: key "io.kubevirt.x"`},
+		{name: "name in another case", configs: []ClaimConfig{netConf(`,"Name":"other"`)},
+			err: ErrBadClaimConfig, msg: `key "Name": the network is the allocated device's`},
+		// The keys' values follow the annotation's rules (the same code).
+		{name: "ips without prefix, empty default-route", configs: []ClaimConfig{netConf(`,"ips":["10.1.0.5"],"default-route":[]`)},
+			want: NetworkSelection{IPs: []string{"10.1.0.5"}}},
 		{name: "too big", configs: []ClaimConfig{netConf(`,"cni-args":{"x":"` + strings.Repeat("a", 600) + `"}`)},
 			err: ErrBadClaimConfig, msg: "more than 512 (limits.maxAnnotationBytes)"},
 		{name: "not an object", configs: []ClaimConfig{{Raw: []byte(`[1]`)}}, err: ErrBadClaimConfig, msg: "not a JSON object"},
@@ -66,6 +83,7 @@ func TestParseNetworkConfig(t *testing.T) {
 			got, err := ParseNetworkConfig(`ResourceClaim team/c request "net"`, tc.configs, 512)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
+				require.ErrorIs(t, err, ErrBadClaimConfig)
 				assert.Contains(t, err.Error(), tc.msg)
 				assert.Contains(t, err.Error(), `ResourceClaim team/c request "net"`)
 				return
@@ -124,6 +142,12 @@ func TestPlanClaims(t *testing.T) {
 			err: ErrCapabilityNotDeclared, msg: `"mac"`},
 		{name: "cni-args off", claims: []state.ClaimDevice{device("c1", "net", "beta", netConf(`,"cni-args":{"x":"y"}`))},
 			err: ErrCNIArgsNotAllowed, msg: `ResourceClaim team/c1`},
+		{name: "an ipam-claim-reference fails the claim (the annotation would ignore it)",
+			claims: []state.ClaimDevice{device("c1", "net", "team/red", netConf(`,"ipam-claim-reference":"vm1"`))},
+			err:    ErrUnsupportedField, msg: `ResourceClaim team/c1 request "net" (device dev-team/red): invalid NetworkConfig`},
+		{name: "an extension key fails the claim (the annotation would ignore it)",
+			claims: []state.ClaimDevice{device("c1", "net", "alpha", netConf(`,"org.example.foo":1`))},
+			err:    ErrBadClaimConfig, msg: `key "org.example.foo"`},
 		{name: "unknown network", claims: []state.ClaimDevice{device("c1", "net", "gamma")},
 			err: cni.ErrUnknownNetwork, msg: `ResourceClaim team/c1 request "net"`},
 		{name: "unknown NAD", claims: []state.ClaimDevice{device("c1", "net", "team/none")},

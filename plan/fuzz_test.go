@@ -67,6 +67,18 @@ func FuzzNPWGAnnotation(f *testing.F) {
 		`[{"name":"a","ips":["::ffff:10.0.0.1/120"]}]`, `[{"name":"a","ips":[]}]`, `[{"name":"a","ips":["10.0.0.1"]}]`,
 		`[{"name":"a","mac":"01:00:5e:00:00:01"}]`, `[{"name":"a","mac":"00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00"}]`,
 		`[{"name":"a","default-route":[]}]`, `[{"name":"a","default-route":["::ffff:10.0.0.1","10.0.0.1"]}]`,
+		// NPWG v1.3: what the spec says to ignore, and its own examples.
+		`[{"name":"net-a"},{"name":"net-b","ipam-claim-reference":"vm123.tenantblue"}]`,
+		`[{"name":"a","ipam-claim-reference":"c","ips":["10.0.0.1"]}]`, `[{"name":"a","ipam-claim-reference":1}]`,
+		`[{"name":"a","IPAM-Claim-Reference":"c"}]`, `[{"name":"a","ipam-claim-reference":""}]`,
+		`[{"name":"net-b","org.foo.bar.key-name":{"x":[1]},"mac":"02:23:45:67:89:01"}]`,
+		`[{"org.x.y":1,"name":"a","org.x.y":2,"name":"b"}]`, `[{"name":"a","io.kubevirt.x":` + strings.Repeat("[", 500) + strings.Repeat("]", 500) + `}]`,
+		`[{"name":"a","org..x":1}]`, `[{"name":"a",".x":1}]`, `[{"name":"a","x.":1}]`, `[{"name":"a","k8s.v1.cni.cncf.io/networks":"b"}]`,
+		`[{"name":"a","org.example.x":1}]`, `[{"name":"a","name.x":1}]`, `[{"name":"a","ips":["1.2.3.4"],"mac":"aa:bb:cc:dd:ee:ff"}]`,
+		`[{"name":"a","ips":["10.2.2.42/24","2001:db8::5/64","2001:db8::6","fe80::1%eth0"]}]`, `[{"name":"a","ips":["10.0.0.1/"]}]`,
+		`[{"name":"net-a"},{"name":"net-b","default-route":["10.0.0.1"]}]`, `[{"name":"a","default-route":[]},{"name":"b","default-route":["10.0.0.1"]}]`,
+		`[{"name":"net-b","bandwidth":{"ingressRate":2048,"ingressBurst":300,"egressRate":8000,"egressBurst":200}}]`,
+		`[{"name":"net-b","ipRequest":"1.2.3.4","macRequest":"aa:bb:cc:dd:ee:ff"}]`, `[{"name":"net-b","deviceID":"0000:18:02.5"}]`,
 	} {
 		f.Add(s, uint8(31))
 	}
@@ -123,8 +135,16 @@ func checkFuzzSelection(t *testing.T, i int, s NetworkSelection) {
 		fail("empty ips")
 	}
 	for _, ip := range s.IPs {
-		if _, _, err := net.ParseCIDR(ip); err != nil {
-			fail("ip %q: %v", ip, err)
+		if _, _, err := net.ParseCIDR(ip); err != nil && (strings.Contains(ip, "/") || net.ParseIP(ip) == nil) {
+			fail("ip %q is neither an address nor an address/prefix", ip)
+		}
+	}
+	if s.IPAMClaim != "" && s.IPs != nil {
+		fail("ips and an IPAM claim together")
+	}
+	for _, k := range s.Extensions {
+		if !extensionKey(k) {
+			fail("ignored key %q is no extension key", k)
 		}
 	}
 	if s.MAC != "" {
@@ -176,6 +196,54 @@ func checkFuzzBandwidth(t *testing.T, bw map[string]any, kubeletBurst bool) {
 			t.Fatalf("bandwidth %v: %s rate %v or burst %v out of bounds", bw, dir, rate, burst)
 		}
 	}
+}
+
+// FuzzNetworkConfig: a DRA claim's NetworkConfig (the JSON object's
+// members after apiVersion and kind), alone and under a DeviceClass config,
+// through ParseNetworkConfig. nri-cni's own API stays strict: whatever it
+// accepts has no key the NPWG annotation would only ignore.
+func FuzzNetworkConfig(f *testing.F) {
+	for _, s := range []string{
+		``, `,"interface":"data0","ips":["10.1.0.5/24","10.1.0.6"],"mac":"02:00:00:00:00:05","default-route":["10.1.0.1"]`,
+		`,"default-route":[]`, `,"cni-args":{"vlan":1}`, `,"bandwidth":{"ingressRate":1000000,"ingressBurst":1000}`,
+		`,"ipam-claim-reference":"vm1"`, `,"IPAM-Claim-Reference":"vm1"`, `,"ipam-claim-reference":null`, `,"ipam-claim-reference":""`,
+		`,"org.example.foo":1`, `,"io.kubevirt.x":true,"interface":"a1"`, `,"name":"x"`, `,"Name":"x"`, `,"nameſpace":"x"`,
+		`,"infiniband-guid":"x"`, `,"interfaces":"x"`, `,"interface":"eth0"`, `,"ips":[]`, `,"kind":"Other"`, `,"apiVersion":"v1"`,
+		`,"interface":"a1","interface":"a2"`, `,"ips":["10.0.0.1/33"]`, `}` + fzNested, `,"cni-args":` + strings.Repeat(`{"a":`, 500) + "1" + strings.Repeat("}", 500),
+	} {
+		f.Add(s, "")
+		f.Add(`,"interface":"data0"`, s)
+	}
+	f.Fuzz(func(t *testing.T, claim, class string) {
+		configs := []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig"` + claim + `}`)}}
+		if class != "" {
+			configs = append(configs, ClaimConfig{FromClass: true,
+				Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig"` + class + `}`)})
+		}
+		sel, err := ParseNetworkConfig("ResourceClaim ns1/c request \"r\"", configs, 16<<10)
+		if err != nil {
+			if !errors.Is(err, ErrBadClaimConfig) || !strings.Contains(err.Error(), `ResourceClaim ns1/c request "r"`) {
+				t.Fatalf("error is not ErrBadClaimConfig naming the request: %v", err)
+			}
+			return
+		}
+		if sel.IPAMClaim != "" || sel.Extensions != nil || sel.Ref != (NADRef{}) {
+			t.Fatalf("accepted what a NetworkConfig refuses: %+v", sel)
+		}
+		for _, c := range configs {
+			var keys map[string]json.RawMessage
+			if json.Unmarshal(c.Raw, &keys) != nil {
+				t.Fatalf("accepted a config that is not an object: %s", c.Raw)
+			}
+			for k := range keys {
+				if extensionKey(k) || strings.EqualFold(k, KeyIPAMClaimReference) {
+					t.Fatalf("accepted key %q", k)
+				}
+			}
+		}
+		sel.Ref = NADRef{"ns1", "net"}
+		checkFuzzSelection(t, 0, sel)
+	})
 }
 
 // FuzzSelectionAnnotation: nri-cni.io/networks through Manager.plan, as a

@@ -4,7 +4,13 @@ package plan
 // Kubernetes Network Plumbing Working Group's multi-network spec defines it:
 // either a comma-separated list of [namespace/]name[@interface], or a JSON
 // list of network selection elements. Pure parsing and validation; resolving
-// the references is npwg_plan.go's.
+// the references is npwg_resolve.go's.
+//
+// What the spec (v1.3) tells an implementation to ignore is ignored and
+// returned, never dropped in silence: an "ipam-claim-reference" (nri-cni
+// has no IPAMClaims) and other implementations' extension keys (reverse
+// domain name notation). Any other key nri-cni does not know is an error: a
+// misspelt key must not silently drop what the pod asked for.
 
 import (
 	"bytes"
@@ -13,6 +19,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"strings"
 
 	"github.com/nri-cni/nri-cni/config"
@@ -25,6 +32,10 @@ const AnnotationNPWGNetworks = "k8s.v1.cni.cncf.io/networks"
 // nri-cni does not implement; the pod fails rather than starting without it.
 var ErrUnsupportedField = errors.New("not supported by nri-cni")
 
+// ErrBadInterface: an element's interface name is refused (eth0, lo, a
+// name the kernel refuses, or one another element of the pod has).
+var ErrBadInterface = errors.New("interface name refused")
+
 // NetworkSelection is one parsed element of the NPWG annotation. Namespace
 // is resolved (the pod's own when the element names none).
 type NetworkSelection struct {
@@ -36,8 +47,19 @@ type NetworkSelection struct {
 	Bandwidth    map[string]any // "bandwidth" capability (ingressRate, ingressBurst, egressRate, egressBurst)
 	CNIArgs      map[string]any // the plugins' args.cni
 	// DefaultRoute: gateways (at most one per address family) that become
-	// the pod's default routes through this attachment's interface.
+	// the pod's default routes through this attachment's interface. An
+	// empty list in the element is nil here: the spec allows it, and it
+	// changes nothing.
 	DefaultRoute []net.IP
+	// IPAMClaim is the element's "ipam-claim-reference", ignored: the spec
+	// tells implementations without IPAMClaims to ignore it (KubeVirt's
+	// IPAM controller adds it to VMs with persistent IPs). Planning notes
+	// it so the pod is told.
+	IPAMClaim string
+	// Extensions are the element's keys in reverse domain name notation,
+	// which the spec reserves for other implementations' extensions:
+	// ignored, and noted.
+	Extensions []string
 }
 
 // selectionElement is the JSON form's element. Keys not listed are errors:
@@ -54,9 +76,11 @@ type selectionElement struct {
 	PortMappings     []portMapping   `json:"portMappings"`
 	Bandwidth        *bandwidthEntry `json:"bandwidth"`
 	DefaultRoute     []string        `json:"default-route"`
-	// Keys of the spec (or of Multus) nri-cni refuses, each with its reason.
-	InfinibandGUID     json.RawMessage `json:"infiniband-guid"`
-	IPAMClaimReference json.RawMessage `json:"ipam-claim-reference"`
+	// IPAMClaimReference: an IPAMClaim's name (a string), ignored by the
+	// annotation and refused by a claim's NetworkConfig.
+	IPAMClaimReference *string `json:"ipam-claim-reference"`
+	// Keys of the spec nri-cni refuses, each with its reason.
+	InfinibandGUID json.RawMessage `json:"infiniband-guid"`
 }
 
 // bandwidthEntry is the spec's bandwidth object: the CNI bandwidth
@@ -75,13 +99,26 @@ var unsupported = []struct {
 	reason string
 }{
 	{"infiniband-guid", func(e *selectionElement) json.RawMessage { return e.InfinibandGUID }, "no InfiniBand support"},
-	{"ipam-claim-reference", func(e *selectionElement) json.RawMessage { return e.IPAMClaimReference }, "no IPAMClaim support"},
 }
+
+// KeyIPAMClaimReference is the selection element's key naming an IPAMClaim.
+const KeyIPAMClaimReference = "ipam-claim-reference"
+
+// extensionKeyRe is a key in reverse domain name notation
+// ("org.example.key-name"): two or more labels of letters, digits, '-' and
+// '_', joined by dots. The spec reserves every key without a dot for
+// itself, so no key of the spec ever looks like this.
+var extensionKeyRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$`)
+
+// extensionKey reports whether key is another implementation's extension.
+func extensionKey(key string) bool { return len(key) <= 253 && extensionKeyRe.MatchString(key) }
 
 // ParseNPWGNetworks parses the annotation's value for a pod of podNamespace,
 // with at most maxNetworks elements (a *LimitError past it, before any
 // element is decoded). Errors wrap ErrBadAnnotation (or ErrUnsupportedField)
-// and name the annotation and the element (1-based) with its network.
+// and name the annotation and the element (1-based) with its network. What
+// the spec says to ignore comes back in the selections (IPAMClaim,
+// Extensions).
 func ParseNPWGNetworks(value, podNamespace string, maxNetworks int) ([]NetworkSelection, error) {
 	v := strings.TrimSpace(value)
 	if strings.HasPrefix(v, "[") {
@@ -116,7 +153,7 @@ func ParseNPWGNetworks(value, podNamespace string, maxNetworks int) ([]NetworkSe
 			return nil, bad("empty interface name after '@'")
 		}
 		if err := sel.check(podNamespace); err != nil {
-			return nil, bad("%s", err)
+			return nil, fmt.Errorf("%w %s element %d (%q): %w", ErrBadAnnotation, AnnotationNPWGNetworks, i+1, part, err)
 		}
 		out = append(out, sel)
 	}
@@ -137,33 +174,26 @@ func parseNPWGJSON(v, podNamespace string, maxNetworks int) ([]NetworkSelection,
 	}
 	out := make([]NetworkSelection, 0, len(raw))
 	for i, r := range raw {
-		var e selectionElement
-		dec := json.NewDecoder(bytes.NewReader(r))
-		dec.DisallowUnknownFields()
-		dec.UseNumber() // cni-args reach the plugins exactly as written
-		err := dec.Decode(&e)
-		label := e.Name
-		if label == "" {
-			label = "?"
+		strict, extensions := withoutExtensions(r)
+		e, err := decodeElement(strict)
+		label := "?"
+		if e != nil && e.Name != "" {
+			label = e.Name
 		}
 		bad := func(sentinel error, format string, args ...any) error {
 			return fmt.Errorf("%w %s element %d (network %q): %s", sentinel, AnnotationNPWGNetworks, i+1, label, fmt.Sprintf(format, args...))
 		}
-		if err != nil {
-			return nil, bad(ErrBadAnnotation, "%v", err)
-		}
-		for _, u := range unsupported {
-			if raw := u.get(&e); len(raw) > 0 && string(raw) != "null" {
-				return nil, bad(ErrUnsupportedField, "key %q is not supported by nri-cni: %s", u.key, u.reason)
+		var sel NetworkSelection
+		if err == nil {
+			if sel, err = e.selection(); err == nil {
+				err = sel.check(podNamespace)
 			}
 		}
-		sel, err := e.selection()
-		if err == nil {
-			err = sel.check(podNamespace)
-		}
 		if err != nil {
-			return nil, bad(ErrBadAnnotation, "%s", err)
+			// Wrapped: ErrUnsupportedField and ErrBadInterface stay visible.
+			return nil, fmt.Errorf("%w %s element %d (network %q): %w", ErrBadAnnotation, AnnotationNPWGNetworks, i+1, label, err)
 		}
+		sel.Extensions = extensions
 		for _, gw := range sel.DefaultRoute {
 			v4 := gw.To4() != nil
 			for j, prev := range out {
@@ -178,6 +208,63 @@ func parseNPWGJSON(v, podNamespace string, maxNetworks int) ([]NetworkSelection,
 		out = append(out, sel)
 	}
 	return out, nil
+}
+
+// decodeElement decodes a selection element strictly: unknown keys and the
+// keys nri-cni does not support (ErrUnsupportedField) are errors. Shared by
+// the annotation (after withoutExtensions) and a claim's NetworkConfig.
+func decodeElement(data []byte) (*selectionElement, error) {
+	var e selectionElement
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber() // cni-args reach the plugins exactly as written
+	if err := dec.Decode(&e); err != nil {
+		return &e, err
+	}
+	for _, u := range unsupported {
+		if raw := u.get(&e); len(raw) > 0 && string(raw) != "null" {
+			return &e, fmt.Errorf("key %q %w: %s", u.key, ErrUnsupportedField, u.reason)
+		}
+	}
+	return &e, nil
+}
+
+// withoutExtensions returns the element's JSON object without its keys in
+// reverse domain name notation, and those keys in document order. The
+// other members are copied as written (order and duplicates kept), so the
+// strict decoder sees what it would have seen. Anything but an object
+// comes back as it is, for the decoder to refuse.
+func withoutExtensions(data []byte) ([]byte, []string) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return data, nil
+	}
+	var ext []string
+	out := []byte{'{'}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return data, nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return data, nil
+		}
+		if extensionKey(key) {
+			ext = append(ext, key)
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		k, _ := json.Marshal(key)
+		out = append(append(append(out, k...), ':'), v...)
+	}
+	if len(ext) == 0 {
+		return data, nil
+	}
+	return append(out, '}'), ext
 }
 
 func family(v4 bool) string {
@@ -197,11 +284,19 @@ func (e *selectionElement) selection() (NetworkSelection, error) {
 		sel.Interface = e.InterfaceRequest
 	}
 	if e.IPs != nil {
-		ips, err := parseCIDRs(e.IPs)
+		ips, err := parseIPRequests(e.IPs)
 		if err != nil || len(ips) == 0 {
 			return sel, fmt.Errorf(`"ips": %v`, orEmpty(err))
 		}
 		sel.IPs = ips
+	}
+	if r := e.IPAMClaimReference; r != nil && *r != "" {
+		if e.IPs != nil {
+			// The spec makes both in one element an error: the claim's
+			// addresses or the element's, not both.
+			return sel, fmt.Errorf(`"ips" and %q together: ask for addresses one way`, KeyIPAMClaimReference)
+		}
+		sel.IPAMClaim = *r
 	}
 	if e.MAC != "" {
 		mac, err := parseMAC(e.MAC)
@@ -233,11 +328,9 @@ func (e *selectionElement) selection() (NetworkSelection, error) {
 	return sel, nil
 }
 
-// parseGateways: a non-empty list of IP addresses, at most one per family.
+// parseGateways: a list of IP addresses, at most one per family. An empty
+// list is nil: the spec allows it, and nri-cni then moves no route.
 func parseGateways(in []string) ([]net.IP, error) {
-	if len(in) == 0 {
-		return nil, errors.New("an empty list (remove the key instead)")
-	}
 	var out []net.IP
 	seen := map[bool]string{}
 	for _, s := range in {
@@ -253,6 +346,26 @@ func parseGateways(in []string) ([]net.IP, error) {
 		out = append(out, ip)
 	}
 	return out, nil
+}
+
+// parseIPRequests accepts the spec's "ips": IP addresses with an optional
+// prefix length ("10.1.2.3/24" or "10.1.2.3"), passed to the plugins as
+// written, as Multus does. A plugin that needs the prefix (static IPAM)
+// fails the ADD and says so; host-local takes the prefix from its range.
+func parseIPRequests(list []string) ([]string, error) {
+	var ips []string
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if strings.Contains(s, "/") {
+			if _, _, err := net.ParseCIDR(s); err != nil {
+				return nil, fmt.Errorf("%q: want an IP address with an optional prefix length, e.g. 10.1.2.3/24 or 10.1.2.3", s)
+			}
+		} else if net.ParseIP(s) == nil {
+			return nil, fmt.Errorf("%q is not an IP address", s)
+		}
+		ips = append(ips, s)
+	}
+	return ips, nil
 }
 
 func orEmpty(err error) error {
@@ -298,7 +411,7 @@ func (s *NetworkSelection) check(podNamespace string) error {
 		return fmt.Errorf("network name %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.')", s.Ref.Name)
 	}
 	if s.Interface != "" && (!ifnameRe.MatchString(s.Interface) || s.Interface == "lo" || s.Interface == "eth0") {
-		return fmt.Errorf("%q is not a usable interface name", s.Interface)
+		return fmt.Errorf("%w: %q is not a usable interface name (not eth0, lo, nor what the kernel refuses)", ErrBadInterface, s.Interface)
 	}
 	return nil
 }

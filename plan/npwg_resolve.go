@@ -33,36 +33,49 @@ var (
 )
 
 // npwg turns the annotation's value into attachments for a pod of
-// podNamespace.
-func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attachment, error) {
+// podNamespace, with the notes of what it ignored.
+func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attachment, []Note, error) {
 	sels, err := ParseNPWGNetworks(value, podNamespace, p.cfg.Limits.MaxNetworksPerPod)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	atts := make([]Attachment, 0, len(sels))
-	taken := map[string]bool{}
+	taken := map[string]int{} // interface name -> element index
 	for i, sel := range sels {
 		if ctx.Err() != nil {
 			// Not ctx's error: containerd drops a plugin that returns
 			// DeadlineExceeded.
-			return nil, fmt.Errorf("%w: planning %s stopped at element %d of %d", ErrOutOfTime, AnnotationNPWGNetworks, i+1, len(sels))
+			return nil, nil, fmt.Errorf("%w: planning %s stopped at element %d of %d", ErrOutOfTime, AnnotationNPWGNetworks, i+1, len(sels))
 		}
-		where := fmt.Sprintf("%s element %d (%s)", AnnotationNPWGNetworks, i+1, sel.Ref)
+		where := npwgWhere(i, sel)
 		n, caps, err := p.resolveNAD(where, podNamespace, sel, cni.Owner{NAD: sel.Ref.String()})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if sel.Interface != "" {
-			if taken[sel.Interface] {
-				return nil, fmt.Errorf("%w %s: interface %q used twice", ErrBadAnnotation, where, sel.Interface)
-			}
-			taken[sel.Interface] = true
+		// Named as Multus names them: an element without an interface gets
+		// <ifnamePrefix><its position> ("a, b@eth1, c": net1, eth1, net3),
+		// so pods keep their interface names when they move from Multus.
+		ifname := sel.Interface
+		if ifname == "" {
+			ifname = p.cfg.Ifname(i)
 		}
-		atts = append(atts, Attachment{Network: n, IfName: sel.Interface, NAD: sel.Ref.String(), Caps: caps,
+		if prev, ok := taken[ifname]; ok {
+			return nil, nil, fmt.Errorf("%w %s: %w: %q is also element %d's", ErrBadAnnotation, where, ErrBadInterface, ifname, prev+1)
+		}
+		taken[ifname] = i
+		atts = append(atts, Attachment{Network: n, IfName: ifname, NAD: sel.Ref.String(), Caps: caps,
 			Gateways: sel.DefaultRoute, Explicit: sel.Interface != ""})
 	}
-	p.nameInterfaces(atts, taken)
-	return atts, nil
+	var notes []Note
+	for i, sel := range sels {
+		notes = append(notes, sel.notes(npwgWhere(i, sel), atts[i])...)
+	}
+	return atts, notes, nil
+}
+
+// npwgWhere names the annotation's element i (0-based) in errors and notes.
+func npwgWhere(i int, sel NetworkSelection) string {
+	return fmt.Sprintf("%s element %d (%s)", AnnotationNPWGNetworks, i+1, sel.Ref)
 }
 
 // resolveNAD applies the gates of a selection of a NetworkAttachmentDefinition

@@ -94,13 +94,23 @@ func TestParseNPWGJSONErrors(t *testing.T) {
 		{"unknown key", `[{"name":"a"},{"name":"b","macaddr":"x"}]`, `element 2 (network "b"): json: unknown field "macaddr"`, ErrBadAnnotation},
 		{"no name", `[{"namespace":"x"}]`, `element 1 (network "?")`, ErrBadAnnotation},
 		{"default-route not an IP", `[{"name":"a","default-route":["gw"]}]`, `"default-route": "gw" is not an IP address`, ErrBadAnnotation},
-		{"default-route empty", `[{"name":"a","default-route":[]}]`, `"default-route": an empty list`, ErrBadAnnotation},
 		{"default-route two IPv4", `[{"name":"a","default-route":["10.1.1.1","10.1.1.2"]}]`, "at most one gateway per address family", ErrBadAnnotation},
 		{"default-route twice", `[{"name":"a","default-route":["10.1.1.1"]},{"name":"b","default-route":["fd00::1","10.2.2.1"]}]`,
 			`element 2 (network "b"): "default-route": element 1 (a) already sets the IPv4 default route`, ErrBadAnnotation},
 		{"infiniband", `[{"name":"a","infiniband-guid":"c2:11"}]`, `key "infiniband-guid"`, ErrUnsupportedField},
-		{"ipam claim", `[{"name":"a","ipam-claim-reference":"c"}]`, `key "ipam-claim-reference"`, ErrUnsupportedField},
-		{"ip without prefix", `[{"name":"a","ips":["10.1.1.1"]}]`, `"ips": "10.1.1.1": want address/prefix`, ErrBadAnnotation},
+		{"ipam claim with ips", `[{"name":"a","ips":["10.1.1.1"],"ipam-claim-reference":"c"}]`,
+			`"ips" and "ipam-claim-reference" together`, ErrBadAnnotation},
+		{"ipam claim not a string", `[{"name":"a","ipam-claim-reference":{"name":"c"}}]`,
+			`element 1 (network "a"): json: cannot unmarshal object into Go struct field selectionElement.ipam-claim-reference`, ErrBadAnnotation},
+		{"ip not an address", `[{"name":"a","ips":["10.1.1"]}]`, `"ips": "10.1.1" is not an IP address`, ErrBadAnnotation},
+		{"ip with a bad prefix", `[{"name":"a","ips":["10.1.1.1/33"]}]`, `"ips": "10.1.1.1/33": want an IP address with an optional prefix`, ErrBadAnnotation},
+		{"ip with a zone", `[{"name":"a","ips":["fe80::1%eth0"]}]`, `"ips": "fe80::1%eth0" is not an IP address`, ErrBadAnnotation},
+		{"misspelt key", `[{"name":"a","default_route":["10.0.0.1"]}]`, `json: unknown field "default_route"`, ErrBadAnnotation},
+		{"dotted key that is no domain", `[{"name":"a","k8s.v1.cni.cncf.io/networks":"b"}]`,
+			`json: unknown field "k8s.v1.cni.cncf.io/networks"`, ErrBadAnnotation},
+		{"dotted key with an empty label", `[{"name":"a","org..foo":1}]`, `json: unknown field "org..foo"`, ErrBadAnnotation},
+		{"leading dot", `[{"name":"a",".ips":1}]`, `json: unknown field ".ips"`, ErrBadAnnotation},
+		{"extension key beside a bad one", `[{"name":"a","org.example.x":1,"macaddr":"x"}]`, `json: unknown field "macaddr"`, ErrBadAnnotation},
 		{"ips empty", `[{"name":"a","ips":[]}]`, `"ips": an empty list`, ErrBadAnnotation},
 		{"multicast mac", `[{"name":"a","mac":"01:00:5e:00:00:01"}]`, `"mac" "01:00:5e:00:00:01": a multicast`, ErrBadAnnotation},
 		{"bad port", `[{"name":"a","portMappings":[{"hostPort":0,"containerPort":80}]}]`, `"portMappings": entry 1: ports must be 1-65535`, ErrBadAnnotation},
@@ -121,4 +131,48 @@ func TestParseNPWGJSONErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestNPWGIgnoresWhatTheSpecSaysToIgnore: an ipam-claim-reference (no
+// IPAMClaims here) and keys in reverse domain name notation come back as
+// ignored instead of failing the pod; other unknown keys still fail it.
+func TestNPWGIgnoresWhatTheSpecSaysToIgnore(t *testing.T) {
+	got, err := ParseNPWGNetworks(`[
+	  {"name": "vm-net", "ipam-claim-reference": "vm123.tenantblue", "interface": "pod16367aacb67"},
+	  {"name": "net-b", "io.kubevirt.x": true, "org.example.foo": {"nested": [1]}, "com.example.key_name-2": "v", "mac": "02:00:00:00:00:01"},
+	  {"name": "net-c", "ipam-claim-reference": null, "IPAM-Claim-Reference": ""}
+	]`, "vms", 32)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, NetworkSelection{Ref: NADRef{"vms", "vm-net"}, Interface: "pod16367aacb67", IPAMClaim: "vm123.tenantblue"}, got[0])
+	assert.Empty(t, got[0].caps(), "the claim reaches no plugin")
+	assert.Equal(t, NetworkSelection{Ref: NADRef{"vms", "net-b"}, MAC: "02:00:00:00:00:01",
+		Extensions: []string{"io.kubevirt.x", "org.example.foo", "com.example.key_name-2"}}, got[1], "extension keys in document order")
+	assert.Equal(t, NetworkSelection{Ref: NADRef{"vms", "net-c"}}, got[2], "null or empty: no claim")
+
+	for _, bad := range []string{`{"name":"a","ipamClaimReference":"c"}`, `{"name":"a","org.example/x":1}`, `{"name":"a","org.":1}`} {
+		_, err := ParseNPWGNetworks("["+bad+"]", "vms", 32)
+		require.ErrorIs(t, err, ErrBadAnnotation, bad)
+		assert.Contains(t, err.Error(), "unknown field", bad)
+	}
+}
+
+// TestNPWGIPsWithoutPrefixPassThrough: "ips" entries may omit the prefix
+// length (the spec's own example does); they reach the ips capability as
+// written, as Multus passes them.
+func TestNPWGIPsWithoutPrefixPassThrough(t *testing.T) {
+	got, err := ParseNPWGNetworks(`[{"name":"a","ips":["10.1.2.3"," 10.1.2.4/24 ","2001:db8::5","::ffff:10.0.0.1"]}]`, "pods", 32)
+	require.NoError(t, err)
+	want := []string{"10.1.2.3", "10.1.2.4/24", "2001:db8::5", "::ffff:10.0.0.1"}
+	assert.Equal(t, want, got[0].IPs)
+	assert.Equal(t, map[string]any{"ips": want}, got[0].caps())
+}
+
+// TestNPWGEmptyDefaultRouteIsANoOp: the spec allows an empty list; it
+// moves no route and takes no address family from another element.
+func TestNPWGEmptyDefaultRouteIsANoOp(t *testing.T) {
+	got, err := ParseNPWGNetworks(`[{"name":"a","default-route":[]},{"name":"b","default-route":["10.0.0.1","fd00::1"]}]`, "pods", 32)
+	require.NoError(t, err)
+	assert.Nil(t, got[0].DefaultRoute)
+	assert.Len(t, got[1].DefaultRoute, 2)
 }

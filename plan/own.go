@@ -37,48 +37,48 @@ var ifnameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 // usableIfname: a kernel interface name that is not the runtime's.
 func usableIfname(s string) bool { return ifnameRe.MatchString(s) && s != "lo" && s != "eth0" }
 
-// choose picks the attachments (without their capability args) or says
-// why there are none.
-func (p *Planner) choose(ctx context.Context, pod Pod) ([]Attachment, string, error) {
+// choose picks the attachments (without their capability args), with the
+// notes of what it ignored, or says why there are none (Skip).
+func (p *Planner) choose(ctx context.Context, pod Pod) (Plan, error) {
 	value, annotated := pod.Annotations[AnnotationNetworks]
 	npwgValue, npwg := pod.Annotations[AnnotationNPWGNetworks]
 	if f := p.MultusOwns(pod.Annotations); f != "" {
 		// Multus is the primary network and has attached these already.
 		if !annotated {
-			return nil, fmt.Sprintf("%s is Multus's on this node: Multus is the runtime's primary network (%s)",
-				AnnotationNPWGNetworks, f), nil
+			return Plan{Skip: fmt.Sprintf("%s is Multus's on this node: Multus is the runtime's primary network (%s)",
+				AnnotationNPWGNetworks, f)}, nil
 		}
 		npwg = false
 	}
 	if npwg && p.NPWG() {
 		if annotated && p.cfg.PodSelection {
-			return nil, "", ErrBothAnnotations
+			return Plan{}, ErrBothAnnotations
 		}
 		if strings.TrimSpace(npwgValue) == "" {
-			return nil, fmt.Sprintf("opted out (empty %s annotation)", AnnotationNPWGNetworks), nil
+			return Plan{Skip: fmt.Sprintf("opted out (empty %s annotation)", AnnotationNPWGNetworks)}, nil
 		}
-		atts, err := p.npwg(ctx, pod.Namespace, npwgValue)
-		return atts, "", err
+		atts, notes, err := p.npwg(ctx, pod.Namespace, npwgValue)
+		return Plan{Attachments: atts, Notes: notes}, err
 	}
 	if p.cfg.PodSelection && p.cfg.RequireAnnotation && !annotated {
-		return nil, SkipNotRequested, nil
+		return Plan{Skip: SkipNotRequested}, nil
 	}
 	if !p.cfg.PodSelection || !annotated {
 		nets, err := cni.Select(p.cat.Local(), p.cfg.Networks, p.cfg.ConfDir)
 		if err != nil {
-			return nil, "", err
+			return Plan{}, err
 		}
 		atts := make([]Attachment, 0, len(nets))
 		for i, n := range nets {
 			atts = append(atts, Attachment{Network: n, IfName: p.cfg.Ifname(i)})
 		}
-		return atts, "", nil
+		return Plan{Attachments: atts}, nil
 	}
 	if strings.TrimSpace(value) == "" {
-		return nil, fmt.Sprintf("opted out (empty %s annotation)", AnnotationNetworks), nil
+		return Plan{Skip: fmt.Sprintf("opted out (empty %s annotation)", AnnotationNetworks)}, nil
 	}
 	atts, err := p.own(value)
-	return atts, "", err
+	return Plan{Attachments: atts}, err
 }
 
 // own parses "net-a, net-b@eth5": networks by CNI config name (loaded from

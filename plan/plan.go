@@ -60,10 +60,12 @@ func (a Attachment) Name() string {
 }
 
 // Plan is what a sandbox gets: its attachments, or (Skip non-empty) why it
-// gets none.
+// gets none. Notes are what planning ignored in the pod's request (what
+// the NPWG spec says to ignore), for the caller to tell the pod or log.
 type Plan struct {
 	Attachments []Attachment
 	Skip        string
+	Notes       []Note
 }
 
 // NADRef names a NetworkAttachmentDefinition.
@@ -223,18 +225,19 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if err := checkAnnotationSizes(pod.Annotations, p.cfg.Limits); err != nil {
 		return Plan{}, err
 	}
-	atts, skip, err := p.choose(ctx, pod)
+	chosen, err := p.choose(ctx, pod)
 	if err != nil {
 		return Plan{}, err
 	}
-	if skip != "" && len(pod.Claims) == 0 {
-		return Plan{Skip: skip}, nil
+	if chosen.Skip != "" && len(pod.Claims) == 0 {
+		return Plan{Skip: chosen.Skip}, nil
 	}
+	atts := chosen.Attachments
 	if err := p.podCaps.fill(atts, pod.Annotations); err != nil {
 		return Plan{}, err
 	}
 	if len(pod.Claims) == 0 {
-		return Plan{Attachments: atts}, nil
+		return Plan{Attachments: atts, Notes: chosen.Notes}, nil
 	}
 	// A pod's claims attach whatever its annotations say: it asked for
 	// them explicitly, and the kubelet prepared them.
@@ -254,7 +257,7 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if err := combinedDefaultRoutes(atts); err != nil {
 		return Plan{}, err
 	}
-	return Plan{Attachments: atts}, nil
+	return Plan{Attachments: atts, Notes: chosen.Notes}, nil
 }
 
 // nameInterfaces gives the attachments without an interface name

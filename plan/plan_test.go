@@ -86,8 +86,11 @@ func TestPlan(t *testing.T) {
 			want: want{err: ErrLimit, msg: "33 networks, more than limits.maxNetworksPerPod"}},
 		{name: "limit: bytes", tune: selection, ann: map[string]string{AnnotationMAC: strings.Repeat("x", 17000)},
 			want: want{err: ErrLimit, msg: "17000 bytes, more than limits.maxAnnotationBytes"}},
+		// Unnamed elements are named by position, as Multus names them.
 		{name: "NPWG", tune: kube, cat: &cat, ann: map[string]string{AnnotationNPWGNetworks: `red, shared/blue@b0, empty`},
-			want: want{ifnames: []string{"cni-red@net1", "cni-blue@b0", "beta@net2"}}},
+			want: want{ifnames: []string{"cni-red@net1", "cni-blue@b0", "beta@net3"}}},
+		{name: "NPWG: a name taken by position", tune: kube, cat: &cat, ann: map[string]string{AnnotationNPWGNetworks: `red@net2, empty`},
+			want: want{err: ErrBadInterface, msg: `"net2" is also element 1's`}},
 		{name: "NPWG: another namespace", tune: kube, cat: &cat, ann: map[string]string{AnnotationNPWGNetworks: "other/x"},
 			want: want{err: ErrNamespaceNotAllowed, msg: "other/x"}},
 		{name: "NPWG: capability not declared", tune: kube, cat: &cat,

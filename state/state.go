@@ -61,6 +61,11 @@ type Network struct {
 	NAD string `json:"nad,omitempty"`
 	// DNS is what the ADD result said about DNS, if anything.
 	DNS *DNS `json:"dns,omitempty"`
+	// MTU is the interface's MTU as the ADD result reported it (0: none).
+	MTU int `json:"mtu,omitempty"`
+	// ResultGateways are the gateways of the ADD result's default routes
+	// (network-status's "gateway", unless a default-route moved them).
+	ResultGateways []string `json:"resultGateways,omitempty"`
 	// Gateways are the pod's default routes through this interface (the
 	// NPWG default-route), once set.
 	Gateways []string `json:"gateways,omitempty"`

@@ -323,6 +323,21 @@ type Sink struct {
 	mu       sync.Mutex
 	status   []attach.PodNetworks
 	failures []attach.AttachFailure
+	notes    []attach.PodNote
+}
+
+// Noted implements attach.NoteSink.
+func (s *Sink) Noted(n attach.PodNote) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes = append(s.notes, n)
+}
+
+// Notes returns the planning warnings reported so far.
+func (s *Sink) Notes() []attach.PodNote {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]attach.PodNote(nil), s.notes...)
 }
 
 // PodNetworks implements attach.StatusSink.

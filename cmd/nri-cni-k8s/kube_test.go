@@ -27,7 +27,7 @@ func runApp(t *testing.T, env map[string]string, args ...string) (int, string, s
 		return env[k]
 	}
 	code := cli.Run(context.Background(), cli.IO{Stdin: bytes.NewReader(nil), Stdout: &stdout, Stderr: &stderr, Getenv: getenv},
-		args, startKubernetes)
+		args, &cli.Kube{Start: startKubernetes, Cluster: readCluster})
 	return code, stdout.String(), stderr.String()
 }
 

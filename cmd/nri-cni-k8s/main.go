@@ -10,4 +10,4 @@ import (
 	"github.com/nri-cni/nri-cni/cmd/internal/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], startKubernetes)) }
+func main() { os.Exit(cli.Main(os.Args[1:], &cli.Kube{Start: startKubernetes, Cluster: readCluster})) }

@@ -30,8 +30,14 @@ type statusEntry struct {
 	Interface string   `json:"interface"`
 	IPs       []string `json:"ips"`
 	Mac       string   `json:"mac"`
-	Default   bool     `json:"default"`
-	// DefaultRoute: the gateways of the pod's default routes via it.
+	// Mtu: the ADD result's interface MTU (the reference bridge plugin
+	// reports none: 0).
+	Mtu     int  `json:"mtu,omitempty"`
+	Default bool `json:"default"`
+	// Gateway: the gateways of the pod's default routes via it, as the
+	// NPWG client library reads them.
+	Gateway []string `json:"gateway,omitempty"`
+	// DefaultRoute: the gateways of the default routes nri-cni set via it.
 	DefaultRoute []string `json:"default-route,omitempty"`
 }
 

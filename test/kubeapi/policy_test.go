@@ -27,9 +27,12 @@ import (
 
 const waitFor = 2 * time.Minute
 
-// identity is a deployment of nri-cni's ServiceAccount, RBAC and policy.
+// identity is a deployment of nri-cni's ServiceAccount, RBAC and policies.
+// SlicePolicy and ClaimPolicy are the DRA ones (each bound by a binding of
+// its name).
 type identity struct {
 	Namespace, ServiceAccount, Policy, PolicyBinding string
+	SlicePolicy, ClaimPolicy                         string
 }
 
 func (id identity) username() string {
@@ -39,6 +42,11 @@ func (id identity) username() string {
 // denial is how the API server words a denial by the policy.
 func (id identity) denial() string {
 	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request", id.Policy, id.PolicyBinding)
+}
+
+// denialBy is a denial by policy, bound by the binding of its name.
+func (id identity) denialBy(policy string) string {
+	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request", policy, policy)
 }
 
 // TestKubeAPI runs one real cluster for the package: deploy/base's RBAC,
@@ -55,10 +63,11 @@ func TestKubeAPI(t *testing.T) {
 	v, err := c.Client.Discovery().ServerVersion()
 	require.NoError(t, err)
 	t.Logf("API server %s", v.GitVersion)
-	require.Equal(t, "v1.34.4", v.GitVersion)
+	require.Equal(t, c.Tools.Version, v.GitVersion, "the version test/tools/install-k8s.sh built")
 
 	t.Run("Base", func(t *testing.T) { testBase(ctx, t, c) })
 	t.Run("Helm", func(t *testing.T) { testHelmInstall(ctx, t, c) })
+	t.Run("MigrateCheck", func(t *testing.T) { testMigrateCheck(ctx, t, c) })
 }
 
 // testBase applies deploy/base without its DaemonSet and checks what nri-cni's
@@ -89,7 +98,8 @@ func testBase(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	require.NoError(t, err)
 
 	id := identity{Namespace: b.ServiceAccount.Namespace, ServiceAccount: b.ServiceAccount.Name,
-		Policy: b.Policy.Name, PolicyBinding: b.PolicyBinding.Name}
+		Policy: b.Policy.Name, PolicyBinding: b.PolicyBinding.Name,
+		SlicePolicy: b.SlicePolicy.Name, ClaimPolicy: b.ClaimPolicy.Name}
 	f := checkIdentity(ctx, t, c, id)
 	t.Run("TokenRotation", func(t *testing.T) { checkTokenRotation(ctx, t, c, id, f) })
 }
@@ -244,6 +254,7 @@ func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id ide
 	require.NoError(t, err)
 	checkRBAC(ctx, t, id, f, nadAdmin)
 	checkDaemonCode(ctx, t, c, f)
+	t.Run("DRA", func(t *testing.T) { checkDRA(ctx, t, c, id, f) })
 	return f
 }
 

@@ -36,8 +36,17 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	// kube starts Kubernetes mode; nil in a build without it.
-	kube Kubernetes
+	// kube starts Kubernetes mode; cluster reads the API for
+	// migrate-check. Both nil in a build without an API client.
+	kube    Kubernetes
+	cluster ClusterReader
+}
+
+// Kube is what only nri-cni-k8s links: Kubernetes mode, and read access to
+// the API for migrate-check.
+type Kube struct {
+	Start   Kubernetes
+	Cluster ClusterReader
 }
 
 // Kubernetes starts Kubernetes mode for cfg (its kubernetes section): the
@@ -60,7 +69,7 @@ type KubeMode struct {
 // Main runs the command line with the process's I/O and environment until
 // SIGTERM or SIGINT, and returns the exit status. kube is nil in a build
 // without Kubernetes mode.
-func Main(args []string, kube Kubernetes) int {
+func Main(args []string, kube *Kube) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return Run(ctx, IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, args, kube)
@@ -75,8 +84,12 @@ type IO struct {
 
 // Run runs the command line with io until ctx ends and returns the exit
 // status (tests use it; main uses Main).
-func Run(ctx context.Context, io IO, args []string, kube Kubernetes) int {
-	return (&app{stdin: io.Stdin, stdout: io.Stdout, stderr: io.Stderr, getenv: io.Getenv, kube: kube}).run(ctx, args)
+func Run(ctx context.Context, io IO, args []string, kube *Kube) int {
+	a := &app{stdin: io.Stdin, stdout: io.Stdout, stderr: io.Stderr, getenv: io.Getenv}
+	if kube != nil {
+		a.kube, a.cluster = kube.Start, kube.Cluster
+	}
+	return a.run(ctx, args)
 }
 
 const usage = `usage:
@@ -97,6 +110,13 @@ const usage = `usage:
                         print the ValidatingAdmissionPolicy that refuses at kubectl
                         apply the NetworkAttachmentDefinitions kubernetes.nadPolicy
                         refuses on the node (regenerate it after every change)
+  nri-cni-k8s migrate-check [--config FILE | --from-configmap NS/NAME] [--conf-dir DIR]
+        [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [-o table|json]
+        [--chunk-size N] [--timeout D]
+                        for Multus users, before switching: what nri-cni would attach,
+                        refuse (and why) or ignore for every pod with
+                        k8s.v1.cni.cncf.io/networks, read from the API (list only);
+                        exit 3 when a pod would not get what Multus gives it
   nri-cni install-plugins --from DIR --to DIR NAME...
                         copy CNI plugins that are absent (DaemonSet init container)
   nri-cni version       print the version
@@ -130,6 +150,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.nadPolicyCmd(ctx, args[1:])
 	case "install-plugins":
 		return a.installPluginsCmd(ctx, args[1:])
+	case "migrate-check":
+		return a.migrateCheckCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		build := "no Kubernetes mode (nri-cni-k8s has it)"
 		if a.kube != nil {

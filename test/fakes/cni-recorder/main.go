@@ -6,7 +6,8 @@
 //
 //	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
 //	 "failOn": "ADD", "failMsg": "boom", "failWhile": "/tmp/x/fail", "sleep": "5s", "garbage": false, "crash": false,
-//	 "holdOn": "DEL", "holdWhile": "/tmp/x/hold", "ip": "10.99.0.5/24"}
+//	 "holdOn": "DEL", "holdWhile": "/tmp/x/hold", "ip": "10.99.0.5/24",
+//	 "mtu": 9000, "gateway": "10.99.0.1", "routes": [{"dst": "0.0.0.0/0", "gw": "10.99.0.1"}]}
 package main
 
 import (
@@ -35,6 +36,11 @@ type Conf struct {
 	Garbage   bool   `json:"garbage"` // print non-JSON on ADD
 	Crash     bool   `json:"crash"`   // die on ADD without a word (exit 2)
 	IP        string `json:"ip"`      // address to return when first in chain
+	// MTU, Gateway and Routes go into that result too (its interface's
+	// MTU, the address's gateway, the routes).
+	MTU     int            `json:"mtu"`
+	Gateway string         `json:"gateway"`
+	Routes  []*types.Route `json:"routes"`
 	// HoldOn (commands, comma-separated) waits, after recording, for as
 	// long as the file HoldWhile exists: a stuck plugin the test releases.
 	// "{id}" in HoldWhile stands for the container id (one stuck pod).
@@ -136,8 +142,9 @@ func handle(cmd string, a *skel.CmdArgs) error {
 		}
 		ipnet.IP = ip
 		idx := 0
-		res.Interfaces = []*current.Interface{{Name: a.IfName, Sandbox: a.Netns}}
-		res.IPs = []*current.IPConfig{{Address: *ipnet, Interface: &idx}}
+		res.Interfaces = []*current.Interface{{Name: a.IfName, Sandbox: a.Netns, Mtu: conf.MTU}}
+		res.IPs = []*current.IPConfig{{Address: *ipnet, Interface: &idx, Gateway: net.ParseIP(conf.Gateway)}}
+		res.Routes = conf.Routes
 	}
 	return types.PrintResult(res, conf.CNIVersion)
 }
