@@ -63,7 +63,10 @@ func benchNetworkStatus(ctx context.Context, rep *report, c *cluster.Cluster, d 
 		if err != nil {
 			return fmt.Errorf("%w\nnri-cni's log tail:\n%s", err, tail(d.Log(ctx), 20))
 		}
-		start, ret, err := runPodSandboxTimes(c.Containerd.LogPath, name)
+		// network-status may be visible before containerd has logged
+		// RunPodSandbox's return (it is written off the request path):
+		// wait for the lines this reads.
+		start, ret, err := waitRunPodSandboxTimes(ctx, c.Containerd.LogPath, name, time.Minute)
 		if err != nil {
 			return err
 		}
@@ -77,6 +80,22 @@ func benchNetworkStatus(ctx context.Context, rep *report, c *cluster.Cluster, d 
 }
 
 var ctdTimeRe = regexp.MustCompile(`^time="([^"]+)"`)
+
+// waitRunPodSandboxTimes polls runPodSandboxTimes until containerd has
+// logged both lines of the pod's RunPodSandbox, or timeout.
+func waitRunPodSandboxTimes(ctx context.Context, logPath, pod string, timeout time.Duration) (start, ret time.Time, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if start, ret, err = runPodSandboxTimes(logPath, pod); err == nil || time.Now().After(deadline) {
+			return start, ret, err
+		}
+		select {
+		case <-ctx.Done():
+			return start, ret, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // runPodSandboxTimes reads containerd's log for the start and the return of
 // the pod's (first) RunPodSandbox.
