@@ -30,8 +30,11 @@ type Opts struct {
 	RuntimeTools harness.Tools
 	// PauseTar is the offline pause image tar; "" = built into Dir.
 	PauseTar string
-	// PluginRequestTimeout is containerd's NRI plugin_request_timeout.
+	// PluginRequestTimeout is the runtime's NRI plugin request timeout.
 	PluginRequestTimeout time.Duration
+	// Runtime is the node's container runtime: RuntimeContainerd (the
+	// default, "") or RuntimeCRIO.
+	Runtime string
 	// Audit turns on the API server's audit log (every request, Metadata
 	// level) at Cluster.AuditLog.
 	Audit bool
@@ -54,15 +57,19 @@ type Cluster struct {
 	PodLogsDir     string
 	AuditLog       string // "" unless Opts.Audit
 	Tools          Tools
-	Containerd     *harness.Containerd
 	Client         *kubernetes.Clientset
 	RESTConfig     *rest.Config
+	// The node's runtime: one of Containerd and CRIO is set (Runtime()
+	// is either, for what does not depend on which).
+	Containerd *harness.Containerd
+	CRIO       *harness.CRIO
 
 	id          string // in the host registry (shared.go)
 	joined      bool
 	closed      bool
 	removeDir   bool
 	host        *hostState
+	rtTools     harness.Tools
 	pki         *pki
 	apiPort     int
 	kubeletPort int
@@ -71,9 +78,10 @@ type Cluster struct {
 }
 
 // Start brings up etcd, the API server, controller-manager, scheduler,
-// containerd (with NRI, the seccomp runc and the pause image) and the
-// kubelet; it returns once the node is Ready and namespace default has its
-// service account. On error everything started is undone.
+// the node's runtime (containerd or CRI-O, with NRI, the seccomp runc and
+// the pause image) and the kubelet; it returns once the node is Ready and
+// namespace default has its service account. On error everything started is
+// undone.
 func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
 	c = &Cluster{Dir: o.Dir, NodeName: o.NodeName, Tools: o.Tools}
 	t0 := time.Now()
@@ -134,8 +142,9 @@ func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
 		return c, err
 	}
 	c.etcd, c.apiserver, c.controllerManager, c.scheduler = procs[0], procs[1], procs[2], procs[3]
+	c.rtTools = o.RuntimeTools
 	ctdDone := make(chan error, 1)
-	go func() { err := c.startContainerd(ctx, o); phase("containerd up, pause image in"); ctdDone <- err }()
+	go func() { err := c.startRuntime(ctx, o); phase("runtime up, pause image in"); ctdDone <- err }()
 	for _, p := range procs[:2] {
 		if err := p.start(); err != nil {
 			return c, errors.Join(err, <-ctdDone)
@@ -186,35 +195,6 @@ func (c *Cluster) tools(ctx context.Context, o *Opts) error {
 	return nil
 }
 
-// startContainerd starts the harness containerd with the seccomp runc and
-// imports the pause image.
-func (c *Cluster) startContainerd(ctx context.Context, o Opts) error {
-	tar := o.PauseTar
-	if tar == "" {
-		tar = filepath.Join(c.Dir, "pause.tar")
-		if err := harness.BuildPauseImageTar(ctx, filepath.Join(c.Dir, "pause-build"), tar); err != nil {
-			return err
-		}
-	}
-	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{
-		Dir: filepath.Join(c.Dir, "ctd"), Tools: o.RuntimeTools, PluginRequestTimeout: o.PluginRequestTimeout,
-		RuncBinary: c.Tools.bin("runc"),
-	})
-	if err != nil {
-		return err
-	}
-	c.Containerd = ctd
-	ep := "unix://" + ctd.Address
-	crictl := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n", ep, ep)
-	if err := os.WriteFile(c.CrictlConfig(), []byte(crictl), 0o644); err != nil {
-		return fmt.Errorf("crictl config: %w", err)
-	}
-	return harness.ImportImage(ctx, filepath.Join(o.RuntimeTools.ContainerdDir, "ctr"), ctd.Address, tar)
-}
-
-// RestartContainerd restarts the node's containerd (pods keep running).
-func (c *Cluster) RestartContainerd(ctx context.Context) error { return c.Containerd.Restart(ctx) }
-
 // Kubectl runs the pinned kubectl as the admin and returns its combined output.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.Tools.bin("kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
@@ -226,10 +206,10 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// CrictlConfig is the crictl config file pointing at the node's containerd.
+// CrictlConfig is the crictl config file pointing at the node's runtime.
 func (c *Cluster) CrictlConfig() string { return filepath.Join(c.Dir, "crictl.yaml") }
 
-// Crictl runs the pinned crictl against the node's containerd.
+// Crictl runs the pinned crictl against the node's runtime.
 func (c *Cluster) Crictl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.Tools.bin("crictl"), append([]string{"--config", c.CrictlConfig()}, args...)...)
 	cmd.Env = procEnv
@@ -240,7 +220,8 @@ func (c *Cluster) Crictl(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// Pids are the pids of the running components by name (containerd too).
+// Pids are the pids of the running components by name (the runtime too,
+// as "containerd" or "crio").
 func (c *Cluster) Pids() map[string]int {
 	m := map[string]int{}
 	for _, p := range c.procs() {
@@ -248,8 +229,8 @@ func (c *Cluster) Pids() map[string]int {
 			m[p.name] = pid
 		}
 	}
-	if c.Containerd != nil {
-		m["containerd"] = c.Containerd.Pid()
+	if rt := c.Runtime(); rt != nil {
+		m[rt.Name()] = rt.Pid()
 	}
 	return m
 }
@@ -273,7 +254,7 @@ func (c *Cluster) procs() []*proc {
 	return ps
 }
 
-// Close stops everything in order (kubelet → pods and containerd →
+// Close stops everything in order (kubelet → pods and the runtime →
 // controller-manager and scheduler → API server → etcd), then undoes what the
 // kubelet changed on the host: its root dir's mounts, the pod cgroups and the
 // cgroup root, its /var/log/containers links and the node interface; the last
@@ -290,10 +271,8 @@ func (c *Cluster) Close(ctx context.Context) error {
 	if c.kubelet != nil {
 		c.kubelet.stop(30 * time.Second)
 	}
-	if c.Containerd != nil {
-		if err := c.Containerd.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("containerd: %w", err))
-		}
+	if err := c.closeRuntime(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	for _, p := range []*proc{c.controllerManager, c.scheduler, c.apiserver, c.etcd} {
 		if p != nil {

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,7 +71,16 @@ func viewHost(t *testing.T) hostView {
 	return v
 }
 
-func TestClusterPlainPod(t *testing.T) {
+// TestClusterPlainPod: a pod through the API on the default node
+// (containerd), and Close leaves the host as it was.
+func TestClusterPlainPod(t *testing.T) { plainPod(t, cluster.RuntimeContainerd) }
+
+// TestClusterCRIOPlainPod: the same on a node running CRI-O; Close also
+// leaves none of CRI-O's processes, mounts, pinned namespaces, cache
+// entries or pod cgroups (Close checks CRI-O's leftovers and fails on any).
+func TestClusterCRIOPlainPod(t *testing.T) { plainPod(t, cluster.RuntimeCRIO) }
+
+func plainPod(t *testing.T, runtime string) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -80,17 +90,21 @@ func TestClusterPlainPod(t *testing.T) {
 	before := viewHost(t)
 
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Audit: true, Logf: t.Logf})
+	c, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Audit: true, Logf: t.Logf, Runtime: runtime})
 	require.NoError(t, err)
+	require.Equal(t, runtime, c.Runtime().Name())
 	t.Logf("Start → node %s Ready (and default service account) in %s", c.NodeName, time.Since(start).Round(time.Millisecond))
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
+			if t.Failed() {
+				t.Logf("kubelet log tail:\n%s\n%s log tail:\n%s", tail(c.KubeletLog(), 40), runtime, c.Runtime().LogTail(40))
+			}
 			assert.NoError(t, c.Close(context.Background()))
 		}
 	})
 	pids := c.Pids()
-	dir, cgroupRoot, bridge := c.Dir, c.CgroupRoot(), c.Containerd.PrimaryBridge
+	dir, cgroupRoot, bridge := c.Dir, c.CgroupRoot(), c.PrimaryBridge()
 	before.ourLinks = []string{c.Link, bridge}
 
 	const name = "plain"
@@ -109,7 +123,7 @@ func TestClusterPlainPod(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
-	}, 3*time.Minute, 100*time.Millisecond, "pod never Running; kubelet log %s", c.KubeletLog())
+	}, 40*time.Second, 100*time.Millisecond, "pod never Running")
 	t.Logf("pod create → Running in %s", time.Since(created).Round(time.Millisecond))
 
 	// The pod's veth on the primary bridge must be gone after Close too.
@@ -161,6 +175,18 @@ func TestClusterPlainPod(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Len(t, creates, 1, "one pod create in the audit log")
+
+	// A pod still running at Close: the runtime's Close removes it (the
+	// kubelet is stopped first), and its cgroups go with the cgroup root.
+	left := pod.DeepCopy()
+	left.Name = "left"
+	_, err = c.Client.CoreV1().Pods("default").Create(ctx, left, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, left.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	}, 3*time.Minute, 100*time.Millisecond, "pod left never Running")
+	pids["pod left's container"] = containerPid(ctx, t, c, left.Name)
 
 	require.NoError(t, c.Close(ctx))
 	closed = true
@@ -264,6 +290,32 @@ func assertNoMountsUnder(t *testing.T, v hostView, dir string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// containerPid is the pid of the running container of the pod (crictl).
+func containerPid(ctx context.Context, t *testing.T, c *cluster.Cluster, pod string) int {
+	t.Helper()
+	out, err := c.Crictl(ctx, "ps", "-q", "--state", "running", "--label", "io.kubernetes.pod.name="+pod)
+	require.NoError(t, err)
+	ids := strings.Fields(out)
+	require.Len(t, ids, 1, "running containers of pod %s", pod)
+	out, err = c.Crictl(ctx, "inspect", ids[0])
+	require.NoError(t, err)
+	var st struct {
+		Info struct {
+			Pid int `json:"pid"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Positive(t, st.Info.Pid, "pid of container %s", ids[0])
+	return st.Info.Pid
+}
+
+// tail is the last n lines of a log file.
+func tail(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
 
 // processesMentioning lists "pid cmdline" of the processes whose command
 // line names dir (the cluster's components and shims do).

@@ -21,7 +21,7 @@ func (c *Cluster) kubeletConfig() map[string]any {
 	cfg := map[string]any{
 		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
 		"kind":                        "KubeletConfiguration",
-		"containerRuntimeEndpoint":    "unix://" + c.Containerd.Address,
+		"containerRuntimeEndpoint":    "unix://" + c.Runtime().CRIAddress(),
 		"cgroupDriver":                "cgroupfs",
 		"cgroupRoot":                  c.host.cgroupRoot,
 		"cgroupsPerQOS":               true,
@@ -84,7 +84,7 @@ func (c *Cluster) writeKubelet(edit func(map[string]any)) error {
 	args := []string{"--config=" + path, "--kubeconfig=" + filepath.Join(c.Dir, "kubelet.conf"),
 		"--root-dir=" + c.KubeletRootDir, "--cert-dir=" + filepath.Join(c.KubeletRootDir, "pki"),
 		"--hostname-override=" + c.NodeName, "--node-ip=" + c.NodeIP.String(), "--v=1"}
-	if c.Tools.minor() < 37 {
+	if c.Tools.minor() < 37 && c.Containerd != nil {
 		// cadvisor dials the default containerd socket otherwise; the flag
 		// is gone in 1.37 (its stats come from the CRI).
 		args = append(args, "--containerd="+c.Containerd.Address)

@@ -19,8 +19,9 @@ import (
 // processes whose command line names the cluster dir (every component and
 // containerd shim does) and those left in its cgroups (the pods), then
 // unmounts under the dir and removes the cgroups, the node interface, the
-// primary bridge of its containerd and the dir. Called under the registry
-// lock (shared.go).
+// primary bridge of its runtime (and CRI-O's cache entries of that network,
+// which it keeps in /var/lib/cni/results) and the dir. Called under the
+// registry lock (shared.go).
 func sweep(u user) {
 	if !strings.HasPrefix(u.Dir, "/") || len(u.Dir) < 5 {
 		return // never sweep something like "/" from a corrupt entry
@@ -37,8 +38,16 @@ func sweep(u user) {
 	_ = h.removeCgroups()
 	_ = h.delDummy()
 	removeRuncState(u.Dir)
-	if b := primaryBridge(u.Dir); b != "" {
-		_ = (&hostState{link: b}).delDummy()
+	for _, p := range primaryNetworks(u.Dir) {
+		if p.bridge != "" {
+			_ = (&hostState{link: p.bridge}).delDummy()
+		}
+		if p.crio && p.name != "" {
+			cached, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", p.name+"-*"))
+			for _, f := range cached {
+				_ = os.Remove(f)
+			}
+		}
 	}
 	if u.RemoveDir {
 		_ = os.RemoveAll(u.Dir)
@@ -99,20 +108,34 @@ func removeRuncState(dir string) {
 	}
 }
 
-// primaryBridge reads the bridge name of the cluster containerd's primary
-// network from its conflist.
-func primaryBridge(dir string) string {
-	data, err := os.ReadFile(filepath.Join(dir, "ctd", "net.d", "10-primary.conflist"))
-	if err != nil {
-		return ""
+// primaryNet is a runtime's own network as its conflist names it.
+type primaryNet struct {
+	name, bridge string
+	crio         bool // CRI-O's: its CNI cache is the host's /var/lib/cni/results
+}
+
+// primaryNetworks reads the cluster runtime's primary network from its
+// conflist (containerd's under ctd/net.d, CRI-O's, uniquely named, under
+// crio/net.d).
+func primaryNetworks(dir string) []primaryNet {
+	ctd, _ := filepath.Glob(filepath.Join(dir, "ctd", "net.d", "*.conflist"))
+	crio, _ := filepath.Glob(filepath.Join(dir, "crio", "net.d", "*.conflist"))
+	var out []primaryNet
+	for i, f := range append(ctd, crio...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var conf struct {
+			Name    string `json:"name"`
+			Plugins []struct {
+				Bridge string `json:"bridge"`
+			} `json:"plugins"`
+		}
+		if json.Unmarshal(data, &conf) != nil || len(conf.Plugins) == 0 {
+			continue
+		}
+		out = append(out, primaryNet{name: conf.Name, bridge: conf.Plugins[0].Bridge, crio: i >= len(ctd)})
 	}
-	var conf struct {
-		Plugins []struct {
-			Bridge string `json:"bridge"`
-		} `json:"plugins"`
-	}
-	if json.Unmarshal(data, &conf) != nil || len(conf.Plugins) == 0 {
-		return ""
-	}
-	return conf.Plugins[0].Bridge
+	return out
 }

@@ -1,9 +1,10 @@
 // Package cluster runs a real single-node Kubernetes for the tests: etcd, a
 // kube-apiserver, controller-manager and scheduler on loopback, and a kubelet
-// on the harness's containerd, with its node address on a dummy interface the
-// cluster creates. Everything lives in a private directory and is undone on
-// Close, including what the kubelet changes on the host. Like the harness, it
-// does not import "testing" (make demo-k8s uses it too).
+// on the harness's containerd or CRI-O (Opts.Runtime), with its node address
+// on a dummy interface the cluster creates. Everything lives in a private
+// directory and is undone on Close, including what the kubelet changes on
+// the host. Like the harness, it does not import "testing" (make demo-k8s
+// uses it too).
 package cluster
 
 import (

@@ -44,6 +44,12 @@ type CRIOOpts struct {
 	// HooksDir is crio.conf's hooks_dir (hooks.d JSON files); empty: an
 	// empty private dir under Dir.
 	HooksDir string
+	// NRISocket is nri_listen; "" = Dir/nri.sock. A Kubernetes node puts it
+	// in a directory of its own: the DaemonSet mounts the socket's directory,
+	// and Dir also holds the storage and the pinned namespaces.
+	NRISocket string
+	// RuncBinary is the runc the wrapper execs; "" = Tools.RuncDir/runc.
+	RuncBinary string
 }
 
 // CRIO is a CRI-O started by the harness: its own storage, CRI and NRI
@@ -65,6 +71,7 @@ type CRIO struct {
 
 	binDir string
 	tools  Tools
+	runc   string // what the runc wrapper execs
 }
 
 // EnsureCRIO runs test/tools/install-crio.sh (idempotent, cached like
@@ -102,7 +109,7 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 	o.Dir = dir
 	c := &CRIO{
 		daemon: daemon{name: "crio", Address: filepath.Join(o.Dir, "crio.sock"), LogPath: filepath.Join(o.Dir, "crio.log")},
-		Dir:    o.Dir, NRISocket: filepath.Join(o.Dir, "nri.sock"),
+		Dir:    o.Dir, NRISocket: o.NRISocket,
 		NRIPluginDir: filepath.Join(o.Dir, "nri-plugins"), NRIConfDir: filepath.Join(o.Dir, "nri-conf.d"),
 		NamespacesDir:  filepath.Join(o.Dir, "ns"),
 		PrimaryNetwork: RandomName("criop"), PrimaryBridge: RandomName("criob"),
@@ -111,6 +118,13 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 	}
 	if c.HooksDir == "" {
 		c.HooksDir = filepath.Join(o.Dir, "hooks.d")
+	}
+	if c.NRISocket == "" {
+		c.NRISocket = filepath.Join(o.Dir, "nri.sock")
+	}
+	c.runc = o.RuncBinary
+	if c.runc == "" {
+		c.runc = filepath.Join(o.Tools.RuncDir, "runc")
 	}
 	if err := c.writeFiles(o); err != nil {
 		return nil, fmt.Errorf("crio files under %s: %w", o.Dir, err)
@@ -128,7 +142,7 @@ func StartCRIO(ctx context.Context, o CRIOOpts) (*CRIO, error) {
 	if err := withStopSignal(o.PauseTar, pauseTar, o.PauseStopSignal); err != nil {
 		return nil, err
 	}
-	if err := c.loadImage(ctx, pauseTar); err != nil {
+	if err := c.LoadImage(ctx, pauseTar); err != nil {
 		_ = UnmountUnder(c.Dir)
 		return nil, err
 	}
@@ -150,11 +164,11 @@ func (c *CRIO) env() []string {
 	}
 }
 
-// loadImage loads the image tar into CRI-O's storage with podman. podman
+// LoadImage loads the image tar into CRI-O's storage with podman. podman
 // runs in a private mount namespace with a tmpfs over /var/lib: it keeps
 // its blob-info cache in /var/lib/containers/cache whatever its --root, and
 // the host's is not ours to write. Its transient mounts die with it.
-func (c *CRIO) loadImage(ctx context.Context, tar string) error {
+func (c *CRIO) LoadImage(ctx context.Context, tar string) error {
 	script := `mount -t tmpfs -o size=16m nri-cni-podman /var/lib && exec podman "$@"`
 	args := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, "podman"},
 		append(c.podmanArgs(), "load", "-i", tar)...)
@@ -209,6 +223,9 @@ func (c *CRIO) Restart(ctx context.Context) error {
 
 // Name implements Runtime.
 func (c *CRIO) Name() string { return "crio" }
+
+// NetnsDir is where CRI-O pins pod network namespaces (pinns).
+func (c *CRIO) NetnsDir() string { return filepath.Join(c.NamespacesDir, "netns") }
 
 // CRIAddress implements Runtime.
 func (c *CRIO) CRIAddress() string { return c.Address }

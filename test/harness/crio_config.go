@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 )
 
@@ -14,7 +13,7 @@ import (
 // wrapper.
 func (c *CRIO) writeFiles(o CRIOOpts) error {
 	for _, d := range []string{
-		c.NRIPluginDir, c.NRIConfDir, c.NamespacesDir, c.PrimaryIPAMDir,
+		filepath.Dir(c.NRISocket), c.NRIPluginDir, c.NRIConfDir, c.NamespacesDir, c.PrimaryIPAMDir,
 		c.path("net.d"), c.path("crio.conf.d"), c.HooksDir, c.path("cdi"), c.path("policies"),
 		c.path("auth"), c.path("keys"), c.path("podman-tmp"), c.path("tmp"),
 	} {
@@ -56,34 +55,6 @@ func (c *CRIO) writeFiles(o CRIOOpts) error {
 }
 
 func (c *CRIO) path(name string) string { return filepath.Join(c.Dir, name) }
-
-// runcWrapper is the runtime_path CRI-O runs: it drops a negative
-// process.oomScoreAdj from the bundle's config.json before runc create/run.
-// Test-only: CRI-O asks for -998 on the pause container and, unlike
-// containerd (restrict_oom_score_adj), has no setting to stay within the
-// caller's own limit; this host has no CAP_SYS_RESOURCE, so runc would fail.
-func (c *CRIO) runcWrapper() (string, error) {
-	jq, err := exec.LookPath("jq")
-	if err != nil {
-		return "", fmt.Errorf("runc wrapper needs jq (test/tools/install.sh apt): %w", err)
-	}
-	return fmt.Sprintf(`#!/bin/bash
-# Test-only runc wrapper written by the nri-cni harness (see crio_config.go).
-set -e
-bundle= prev=
-for a in "$@"; do
-	case $prev in --bundle|-b) bundle=$a ;; esac
-	case $a in --bundle=*) bundle=${a#--bundle=} ;; esac
-	prev=$a
-done
-cfg=$bundle/config.json
-if [[ -n $bundle && -f $cfg ]] && %[1]s -e '(.process.oomScoreAdj // 0) < 0' "$cfg" >/dev/null; then
-	%[1]s 'del(.process.oomScoreAdj)' "$cfg" >"$cfg.nri-cni-tmp"
-	mv "$cfg.nri-cni-tmp" "$cfg"
-fi
-exec %[2]q "$@"
-`, jq, filepath.Join(c.tools.RuncDir, "runc")), nil
-}
 
 // config renders crio.conf. Every path CRI-O would otherwise take from the
 // host (/var/run/crio, /var/lib/crio, /etc/crio, /run/runc, /var/run/netns)

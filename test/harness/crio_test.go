@@ -55,7 +55,7 @@ type crioWorld struct {
 // newCRIOWorld starts it all, cleaned up (and checked for leftovers) at the
 // end of the test.
 func newCRIOWorld(ctx context.Context, t *testing.T, dropInfra bool, failurePolicy string) *crioWorld {
-	tools, err := harness.EnsureTools()
+	tools, err := harness.EnsureContainerdTools()
 	require.NoError(t, err)
 	crioBin, err := harness.EnsureCRIO(ctx)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ func TestPauseImageAndCRI(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: starts a private containerd, runc and CNI bridge networking")
 	}
-	tools, err := EnsureTools()
+	tools, err := EnsureContainerdTools()
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 )
 
@@ -42,6 +43,13 @@ var (
 
 // Name implements Runtime.
 func (c *Containerd) Name() string { return "containerd" }
+
+// NetnsDir is where this containerd pins pod network namespaces: its
+// config sets netns_mounts_under_state_dir, so under the CRI plugin's state
+// dir rather than /var/run/netns.
+func (c *Containerd) NetnsDir() string {
+	return filepath.Join(c.Dir, "state", "io.containerd.grpc.v1.cri", "netns")
+}
 
 // CRIAddress implements Runtime.
 func (c *Containerd) CRIAddress() string { return c.Address }

@@ -3,18 +3,15 @@ package k8s
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nri-cni/nri-cni/kube/dra"
+	"github.com/nri-cni/nri-cni/test/k8sdra"
 )
 
 // netRequest asks for one device of network (a confDir network's name or a
@@ -28,22 +25,12 @@ type netRequest struct {
 // select one network by the device attribute nri-cni publishes.
 func (f *fixture) claimTemplate(ns, name string, reqs ...netRequest) {
 	f.t.Helper()
-	spec := resourcev1.ResourceClaimSpec{}
+	var rs []k8sdra.NetRequest
 	for _, r := range reqs {
-		spec.Devices.Requests = append(spec.Devices.Requests, resourcev1.DeviceRequest{Name: r.name,
-			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: dra.DriverName, Selectors: []resourcev1.DeviceSelector{{
-				CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf(`device.attributes[%q].%s == %q`,
-					dra.DriverName, dra.AttrNetwork, r.network)}}}}})
-		if r.config != "" {
-			spec.Devices.Config = append(spec.Devices.Config, resourcev1.DeviceClaimConfiguration{Requests: []string{r.name},
-				DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
-					Driver: dra.DriverName, Parameters: runtime.RawExtension{
-						Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig",` + r.config + `}`)}}}})
-		}
+		rs = append(rs, k8sdra.NetRequest{Name: r.name, Network: r.network, Config: r.config})
 	}
-	_, err := f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{ownerLabel: f.owner}},
-		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: spec}}, metav1.CreateOptions{})
+	_, err := f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx,
+		k8sdra.ClaimTemplate(ns, name, map[string]string{ownerLabel: f.owner}, rs...), metav1.CreateOptions{})
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() {
 		_ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, name, metav1.DeleteOptions{})
@@ -85,22 +72,14 @@ func (f *fixture) claimStatus(ns, name string, want int) []resourcev1.AllocatedD
 		if err != nil {
 			return false, err.Error()
 		}
-		out = nil
-		for _, d := range c.Status.Devices {
-			if d.Driver == dra.DriverName && d.NetworkData != nil {
-				out = append(out, d)
-			}
-		}
+		out = k8sdra.NetworkDevices(c)
 		return len(out) == want, fmt.Sprintf("status %s", toJSON(c.Status))
 	})
 	return out
 }
 
 // claimFiles are nri-cni's prepared-claim records on the node.
-func (f *fixture) claimFiles() []string {
-	m, _ := filepath.Glob(filepath.Join(f.w.o.StateDir, "claims", "*.json"))
-	return m
-}
+func (f *fixture) claimFiles() []string { return k8sdra.ClaimRecords(f.w.o.StateDir) }
 
 // waitClaimsReleased waits until the node has no prepared-claim record of
 // the claims (by UID).
@@ -109,7 +88,7 @@ func (f *fixture) waitClaimsReleased(uids ...string) {
 	f.waitFor("prepared-claim records released", waitLong, func() (bool, string) {
 		var left []string
 		for _, u := range uids {
-			if _, err := os.Stat(filepath.Join(f.w.o.StateDir, "claims", u+".json")); err == nil {
+			if k8sdra.ClaimRecorded(f.w.o.StateDir, u) {
 				left = append(left, u)
 			}
 		}
@@ -123,22 +102,11 @@ func (f *fixture) nodeDevices(network string) []resourcev1.Device {
 	f.t.Helper()
 	var devs []resourcev1.Device
 	f.waitFor("a device of network "+network+" published", waitLong, func() (bool, string) {
-		l, err := f.k.ResourceV1().ResourceSlices().List(f.ctx, metav1.ListOptions{
-			FieldSelector: "spec.nodeName=" + f.w.c.NodeName + ",spec.driver=" + dra.DriverName})
-		if err != nil {
+		var err error
+		if devs, err = k8sdra.NodeDevices(f.ctx, f.k, f.w.c.NodeName); err != nil {
 			return false, err.Error()
 		}
-		devs = nil
-		found := false
-		for _, s := range l.Items {
-			for _, d := range s.Spec.Devices {
-				devs = append(devs, d)
-				if a, ok := d.Attributes[dra.AttrNetwork]; ok && a.StringValue != nil && *a.StringValue == network {
-					found = true
-				}
-			}
-		}
-		return found, fmt.Sprintf("%d devices", len(devs))
+		return k8sdra.HasNetwork(devs, network), fmt.Sprintf("%d devices", len(devs))
 	})
 	return devs
 }

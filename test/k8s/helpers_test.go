@@ -175,16 +175,7 @@ func (f *fixture) net1(netns string) (string, bool) {
 
 // nodeFiles lists nri-cni's node-local traces of the sandboxes: records,
 // host-local address files and libcni cache entries of its network.
-func (f *fixture) nodeFiles(ids ...string) []string {
-	o := f.w.o
-	pc := harness.PluginConfig{StateDir: o.StateDir, CacheDir: o.CacheDir}
-	sec := o.Secondary()
-	out := append(pc.StateFilesOf(ids...), pc.CacheFilesOf(ids...)...)
-	for _, ip := range sec.IPFilesOf(ids...) {
-		out = append(out, filepath.Join(sec.IPAMDir, sec.Name, ip))
-	}
-	return out
-}
+func (f *fixture) nodeFiles(ids ...string) []string { return f.w.o.NodeFiles(ids...) }
 
 // nodeFilesAll lists every record, address file of the network and libcni
 // cache entry of the network on the node, whoever's.

@@ -25,7 +25,7 @@ const (
 	Selector = "app.kubernetes.io/name=nri-cni"
 	// Annotation is the pod annotation naming nri-cni's networks.
 	Annotation = "nri-cni.io/networks"
-	// PluginName is how nri-cni registers with containerd's NRI (idx-name).
+	// PluginName is how nri-cni registers with the runtime's NRI (idx-name).
 	PluginName = "10-nri-cni"
 )
 
@@ -48,20 +48,17 @@ type Deployed struct {
 	Output  string // what `kubectl apply -k` printed
 }
 
-// Deploy imports the image archive into the node's containerd, writes an
-// overlay into dir (WriteOverlay), applies it with `kubectl apply -k` and
-// waits until the DaemonSet's pod is Running and Ready and containerd has
-// logged nri-cni's registration. On error what it did is undone.
+// Deploy loads the image archive into the node runtime's image store
+// (containerd's k8s.io namespace or CRI-O's storage), writes an overlay into
+// dir (WriteOverlay), applies it with `kubectl apply -k` and waits until the
+// DaemonSet's pod is Running and Ready and the runtime has logged nri-cni's
+// registration. On error what it did is undone.
 func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *Deployed, err error) {
-	tools, err := harness.EnsureTools()
-	if err != nil {
-		return nil, err
-	}
-	if err := harness.ImportImage(ctx, filepath.Join(tools.ContainerdDir, "ctr"), c.Containerd.Address, imageTar); err != nil {
+	if err := c.LoadImage(ctx, imageTar); err != nil {
 		return nil, err
 	}
 	host, port := c.APIServerHostPort()
-	o, err := WriteOverlay(ctx, dir, c.Containerd, c.Kubectl, host, port, c.KubeletRootDir)
+	o, err := WriteOverlay(ctx, dir, c.Runtime(), c.Kubectl, host, port, c.KubeletRootDir)
 	if err != nil {
 		return nil, err
 	}
@@ -80,16 +77,18 @@ func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *D
 	return d, err
 }
 
-// Registrations is how many times the node's containerd has logged
-// nri-cni's registration (its NRI plugin synchronized) so far.
+// Registrations is how many times the node's runtime has logged nri-cni's
+// registration (its NRI plugin synchronized) so far; containerd and CRI-O
+// log the same line (both vendor NRI's adaptation).
 func (d *Deployed) Registrations() int {
-	return d.Cluster.Containerd.CountLog(harness.PluginSynced(PluginName))
+	return d.Cluster.Runtime().CountLog(d.Cluster.Runtime().PluginSynced(PluginName))
 }
 
 // WaitReady waits until the DaemonSet has exactly one pod, Running and
-// Ready, and containerd has logged nri-cni's registration at least synced
+// Ready, and the runtime has logged nri-cni's registration at least synced
 // times (Registrations); it records the pod's name in d.Pod and returns it.
 func (d *Deployed) WaitReady(ctx context.Context, synced int, timeout time.Duration) (string, error) {
+	rt := d.Cluster.Runtime()
 	var name string
 	err := poll(ctx, timeout, func() (bool, string) {
 		pods, err := d.Pods(ctx)
@@ -101,12 +100,12 @@ func (d *Deployed) WaitReady(ctx context.Context, synced int, timeout time.Durat
 			name = pods[0].Name
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s; containerd logged %q %d times, want %d", describe(pods),
-			harness.PluginSynced(PluginName), n, synced)
+		return false, fmt.Sprintf("%s; %s logged %q %d times, want %d", describe(pods), rt.Name(),
+			rt.PluginSynced(PluginName), n, synced)
 	})
 	if err != nil {
-		return "", fmt.Errorf("nri-cni Ready and connected to containerd: %w\ncontainerd log tail:\n%s",
-			err, d.Cluster.Containerd.LogTail(20))
+		return "", fmt.Errorf("nri-cni Ready and connected to %s: %w\n%s log tail:\n%s",
+			rt.Name(), err, rt.Name(), rt.LogTail(20))
 	}
 	d.Pod = name
 	return name, nil

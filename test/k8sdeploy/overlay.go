@@ -1,12 +1,12 @@
 // Package k8sdeploy deploys nri-cni on a test/cluster node the way a user
-// does: the image built as `make image` builds it, imported into the node's
-// containerd, and deploy/base applied with `kubectl apply -k` through a
-// kustomize overlay that changes only what isolation from the host and from
-// other runs needs (host paths, the NRI socket's directory, the metrics
-// port, the example network's bridge and subnet, imagePullPolicy Never).
-// Used by the Kubernetes e2e tier (test/k8s), `make demo-k8s` and the k8s
-// section of `make bench`. Like the
-// harness, it does not import "testing".
+// does: the image built as `make image` builds it, loaded into the node
+// runtime's image store (containerd's or CRI-O's), and deploy/base applied
+// with `kubectl apply -k` through a kustomize overlay that changes only what
+// isolation from the host and from other runs needs (host paths, the NRI
+// socket's directory, the metrics port, the example network's bridge and
+// subnet, imagePullPolicy Never). Used by the Kubernetes e2e tiers (test/k8s,
+// test/k8scrio), `make demo-k8s` and the k8s section of `make bench`. Like
+// the harness, it does not import "testing".
 package k8sdeploy
 
 import (
@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/deploy"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
@@ -50,8 +51,8 @@ type Overlay struct {
 	CacheDir string // for /var/lib/cni: libcni's cache, host-local's addresses
 	CNIBin   string // for /opt/cni/bin: filled by the init container
 	CNIConf  string // for /etc/cni
-	NRIDir   string // for /var/run/nri: the node containerd's dir (its nri.sock)
-	NetnsDir string // for /var/run/netns: where the node containerd pins pod netns
+	NRIDir   string // for /var/run/nri: the dir of the node runtime's nri.sock
+	NetnsDir string // for /var/run/netns: where the node runtime pins pod netns
 	// KubeletDir is the node kubelet's --root-dir, for /var/lib/kubelet: the
 	// DRA driver's sockets (plugins/nri-cni.io, plugins_registry) are
 	// mounted at their host paths (the kubelet dials the path the plugin
@@ -92,13 +93,19 @@ func decodeRendered(b *deploy.Base, out string) error {
 }
 
 // WriteOverlay renders deploy/base with kubectl (RenderBase), writes an
-// overlay of it into dir/overlay for the node whose runtime is ctd, creates
+// overlay of it into dir/overlay for the node whose runtime is rt (its NRI
+// socket's directory and where it pins pod netns differ by runtime), creates
 // the node dirs under dir/node and makes the pinned-netns dir a shared
 // mount (so HostToContainer propagation reaches nri-cni, as /var/run/netns
 // does on a node). apiHost and apiPort are the API server's address for the
 // in-cluster client; kubeletDir the kubelet's --root-dir. A hostPath of the base without a private stand-in, or a
 // metrics address missing from the args or the liveness probe, is an error.
-func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kubectl Kubectl, apiHost, apiPort, kubeletDir string) (o *Overlay, err error) {
+func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubectl Kubectl, apiHost, apiPort, kubeletDir string) (o *Overlay, err error) {
+	// The DaemonSet dials /var/run/nri/nri.sock: the directory is mounted,
+	// the file name must match.
+	if filepath.Base(rt.NRIAddress()) != "nri.sock" {
+		return nil, fmt.Errorf("overlay: %s's NRI socket %s is not named nri.sock, as deploy/base's --socket expects", rt.Name(), rt.NRIAddress())
+	}
 	b, err := RenderBase(ctx, kubectl)
 	if err != nil {
 		return nil, err
@@ -106,8 +113,8 @@ func WriteOverlay(ctx context.Context, dir string, ctd *harness.Containerd, kube
 	node := filepath.Join(dir, "node")
 	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
 		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
-		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: ctd.Dir,
-		NetnsDir: filepath.Join(ctd.Dir, "state", "io.containerd.grpc.v1.cri", "netns"), APIHost: apiHost, APIPort: apiPort,
+		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: filepath.Dir(rt.NRIAddress()),
+		NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
 		KubeletDir: kubeletDir}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
@@ -286,7 +293,7 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 }
 
 // samePath is where a container mount must be for nri-cni to see the path
-// the node uses ("" when the shipped path stays): containerd pins netns
+// the node uses ("" when the shipped path stays): the runtimes pin netns
 // elsewhere here, and nri-cni opens the pinned path it is given; the kubelet
 // dials the DRA socket path nri-cni registers.
 func samePath(mountPath string, o *Overlay) string {
