@@ -37,6 +37,9 @@ import (
 const demoLabel = "nri-cni.io/demo"
 
 func main() {
+	// `make demo | head` must not kill the demo before it cleans up: a
+	// write to a closed pipe then fails instead of raising SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
@@ -67,15 +70,16 @@ func run(ctx context.Context) (err error) {
 	down := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	}
-	step("installing the pinned tools (Kubernetes v1.37.2 or $K8S_VERSION, etcd v3.6.16, crictl v1.36.0, containerd v2.4.2, seccomp runc v1.5.2; cached)")
+	step("the pinned Kubernetes, etcd, crictl, containerd, runc and CNI plugins (test/tools/install.sh demo-k8s: built once, then cached)")
 	ktools, err := cluster.EnsureTools(ctx)
 	if err != nil {
 		return err
 	}
-	rtools, err := harness.EnsureTools()
+	rtools, err := harness.EnsureContainerdTools()
 	if err != nil {
 		return err
 	}
+	info("Kubernetes %s, %s", ktools.Version, rtools.Versions())
 	dir, err := os.MkdirTemp("", "ncdk")
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	// `make demo | head` must not kill the demo before it cleans up: a
+	// write to a closed pipe then fails instead of raising SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -40,11 +43,12 @@ func run(ctx context.Context) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: the demo starts containerd and creates network namespaces")
 	}
-	step("installing the pinned tools (containerd v2.4.2, runc v1.5.2, CNI plugins v1.9.1; cached)")
-	tools, err := harness.EnsureTools()
+	step("the pinned containerd, runc and CNI plugins (test/tools/install.sh demo: built once, then cached)")
+	tools, err := harness.EnsureContainerdTools()
 	if err != nil {
 		return err
 	}
+	info("%s", tools.Versions())
 	dir, err := os.MkdirTemp("", "ncdemo")
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ type hookEnv struct {
 
 func newHookEnv(t *testing.T, recorder map[string]any) *hookEnv {
 	testenv.RequireRoot(t)
-	tools, err := harness.EnsureTools()
+	tools, err := harness.EnsureContainerdTools()
 	require.NoError(t, err)
 	dir, err := os.MkdirTemp("", "nch")
 	require.NoError(t, err)

@@ -75,7 +75,7 @@ func run(ctx context.Context, o opts) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("run as root")
 	}
-	tools, err := harness.EnsureTools()
+	tools, err := harness.EnsureContainerdTools()
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func CNIPluginsDir(t testing.TB) string {
 	if d := os.Getenv("NRI_CNI_CNI_BIN_DIR"); d != "" {
 		return d
 	}
-	tools, err := harness.EnsureTools()
+	tools, err := harness.EnsureContainerdTools()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 # Installs the pinned CRI-O the tests run as a second runtime and prints its
 # directory (CRIO_BIN_DIR=DIR). Same cache pattern as install.sh: built into
 # ${NRI_CNI_TOOLS:-$HOME/.cache/nri-cni/tools}/crio-<version>, stamped, linked
-# into .tools/. A warm run only checks the stamps.
+# into .tools/. A warm run only checks the stamps. `install.sh crio` runs it.
 #
 #   test/tools/install-crio.sh
 #
@@ -15,57 +15,43 @@
 # CRI-O's private storage.
 set -euo pipefail
 
-CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
-TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
-REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LOCAL_DIR="$REPO_DIR/.tools"
+# LOG_PREFIX: install.sh, which runs this, has its lines say "install:".
+log() { echo "${LOG_PREFIX:-install-crio}: $*" >&2; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 DIR="$TOOLS_DIR/crio-$CRIO_VERSION"
 # No gpgme (cgo) and no btrfs headers: the signature policy of the tests
 # accepts anything and the storage is overlay.
 CRIO_TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion"
 
-log() { echo "install-crio: $*" >&2; }
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-
-
-# build_crio: the wrapper module and crio, unless stamped.
+# build_crio: the wrapper module (in the cache, never in the clone) and crio.
 build_crio() {
-	[[ -f "$DIR/.stamp-crio" ]] && return 0
 	local mod="$DIR/src"
 	mkdir -p "$mod"
-	log "building crio $CRIO_VERSION (wrapper module $mod; minutes when cold)"
-	local start=$SECONDS
-	(
-		cd "$mod"
-		[[ -f go.mod ]] || go mod init nri-cni.local/crio-tools >/dev/null 2>&1
-		cat >tools.go <<-'EOF'
-			//go:build tools
+	cd "$mod"
+	[[ -f go.mod ]] || go mod init nri-cni.local/crio-tools
+	cat >tools.go <<-'EOF'
+		//go:build tools
 
-			// Package tools pins CRI-O for the nri-cni test suite.
-			package tools
+		// Package tools pins CRI-O for the nri-cni test suite.
+		package tools
 
-			import _ "github.com/cri-o/cri-o/cmd/crio"
-		EOF
-		export GOFLAGS=-buildvcs=false
-		go get "github.com/cri-o/cri-o@$CRIO_VERSION"
-		go mod tidy
-		go build -trimpath -tags "$CRIO_TAGS" -o "$DIR/crio.tmp" github.com/cri-o/cri-o/cmd/crio
-		mv "$DIR/crio.tmp" "$DIR/crio"
-	)
-	touch "$DIR/.stamp-crio"
-	log "crio done in $((SECONDS - start))s"
+		import _ "github.com/cri-o/cri-o/cmd/crio"
+	EOF
+	export GOFLAGS=-buildvcs=false
+	go get "github.com/cri-o/cri-o@$CRIO_VERSION"
+	go mod tidy
+	go build -v -trimpath -tags "$CRIO_TAGS" -o "$DIR/crio.tmp" github.com/cri-o/cri-o/cmd/crio
+	mv "$DIR/crio.tmp" "$DIR/crio"
 }
 
-# build_pinns: statically linked from the module's pinns/src, unless stamped.
+# build_pinns: statically linked from the module's pinns/src.
 build_pinns() {
-	[[ -f "$DIR/.stamp-pinns" ]] && return 0
 	local src
 	src=$(cd "$DIR/src" && go list -m -f '{{.Dir}}' github.com/cri-o/cri-o)/pinns/src
-	log "building pinns from $src"
 	gcc -std=c99 -Os -static -o "$DIR/pinns.tmp" "$src"/*.c
 	mv "$DIR/pinns.tmp" "$DIR/pinns"
-	touch "$DIR/.stamp-pinns"
 }
 
 main() {
@@ -77,8 +63,8 @@ main() {
 			touch "$DIR/.stamp-apt"
 		fi
 	fi
-	build_crio
-	build_pinns
+	component "$DIR/.stamp-crio" "crio-$CRIO_VERSION" "CRI-O $CRIO_VERSION" "~3-8 min" build_crio
+	component "$DIR/.stamp-pinns" "crio-$CRIO_VERSION-pinns" "CRI-O's pinns" "~5s" build_pinns
 	mkdir -p "$LOCAL_DIR"
 	ln -sfn "$DIR" "$LOCAL_DIR/crio-$CRIO_VERSION"
 	echo "CRIO_BIN_DIR=$LOCAL_DIR/crio-$CRIO_VERSION"

@@ -13,31 +13,18 @@
 # with a stamp file, linked into .tools/. The wrapper modules (`go install` of
 # k8s.io/kubernetes is refused because of its replace directives) live in the
 # cache too, under .wrappers/, never in the clone. Idempotent; a cold build
-# takes ~10+ minutes on 2 cores, a warm run a second.
+# takes ~10+ minutes on 2 cores, a warm run a second. `install.sh k8s` runs it.
 #
 #   test/tools/install-k8s.sh [k8s|etcd|crictl|runc|all]   (default: all)
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.37.2}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}
-RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
-TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
-WRAP_DIR="$TOOLS_DIR/.wrappers"
-REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LOCAL_DIR="$REPO_DIR/.tools"
-export GOFLAGS=-buildvcs=false
-
-log() { echo "install-k8s: $*" >&2; }
+# LOG_PREFIX: install.sh, which runs this, has its lines say "install:".
+log() { echo "${LOG_PREFIX:-install-k8s}: $*" >&2; }
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# local_link NAME: link the cached tool dir NAME into .tools/ and print the link.
-local_link() {
-	mkdir -p "$LOCAL_DIR"
-	ln -sfn "$TOOLS_DIR/$1" "$LOCAL_DIR/$1"
-	echo "$LOCAL_DIR/$1"
-}
+WRAP_DIR="$TOOLS_DIR/.wrappers"
+export GOFLAGS=-buildvcs=false
 
 # wrapper NAME MODULE@VERSION PKG... : (re)create the wrapper module NAME in the
 # cache: requires MODULE@VERSION, tools.go imports PKG..., plus the replace
@@ -87,95 +74,89 @@ staging_replaces() {
 		}' "$gomod" | sort -u
 }
 
-# built NAME: the cached tool NAME is complete; finish NAME SECONDS: mark it so.
-built() { [[ -f "$TOOLS_DIR/$1/.stamp" ]]; }
-finish() { touch "$TOOLS_DIR/$1/.stamp"; log "$1 done in $2s"; }
+# build_k8s OUT: the five commands of Kubernetes K8S_VERSION into OUT.
+build_k8s() {
+	local out=$1 minor staging wdir replaces
+	mkdir -p "$WRAP_DIR"
+	# v1.37.2 -> v0.37.2: the staging modules' tags.
+	staging="v0.${K8S_VERSION#v1.}"
+	minor=${K8S_VERSION#v1.}
+	minor=${minor%%.*}
+	replaces=$(staging_replaces k8s.io/kubernetes "$K8S_VERSION" "$staging")
+	echo "$(wc -l <<<"$replaces") staging modules replaced at $staging"
+	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+	local pkgs=("${cmds[@]/#/k8s.io/kubernetes/cmd/}")
+	wdir=$(wrapper "kubernetes-$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}" <<<"$replaces")
+	rm -rf "$out"
+	mkdir -p "$out"
+	local v=k8s.io/component-base/version cv=k8s.io/client-go/pkg/version ld="-s -w" x
+	for x in "$v" "$cv"; do
+		ld+=" -X $x.gitVersion=$K8S_VERSION -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
+	done
+	cd "$wdir"
+	CGO_ENABLED=0 go build -v -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$out/" "${pkgs[@]}"
+}
+
+build_etcd() {
+	local out=$1 wdir
+	wdir=$(wrapper "etcd-$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 </dev/null)
+	rm -rf "$out"
+	mkdir -p "$out"
+	cd "$wdir"
+	CGO_ENABLED=0 go build -v -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+}
+
+build_crictl() {
+	local out=$1 wdir
+	wdir=$(wrapper "crictl-$CRICTL_VERSION" "sigs.k8s.io/cri-tools@$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl </dev/null)
+	rm -rf "$out"
+	mkdir -p "$out"
+	cd "$wdir"
+	CGO_ENABLED=0 go build -v -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+		-o "$out/crictl" sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+build_runc_seccomp() {
+	local out=$1
+	rm -rf "$out"
+	mkdir -p "$out"
+	GOBIN="$out" CGO_ENABLED=1 go install -v -trimpath -tags "seccomp urfave_cli_no_docs netgo osusergo" \
+		-buildmode=pie -ldflags "-s -w -extldflags -static-pie" \
+		"github.com/opencontainers/runc@$RUNC_VERSION"
+	grep -q '^libseccomp:' <<<"$("$out/runc" --version)" || { echo "runc has no seccomp support"; return 1; }
+}
+
+# ensure NAME LABEL COLD BUILD: the cached tool NAME (TOOLS_DIR/NAME, stamp
+# .stamp), built by BUILD TOOLS_DIR/NAME unless stamped.
+ensure() {
+	component "$TOOLS_DIR/$1/.stamp" "$1" "$2" "$3" "$4" "$TOOLS_DIR/$1"
+}
 
 install_k8s() {
-	local name="kubernetes-$K8S_VERSION"
-	if ! built "$name"; then
-		local start=$SECONDS minor staging wdir out="$TOOLS_DIR/$name"
-		log "building $name (cold: ~10 min on 2 cores)"
-		mkdir -p "$WRAP_DIR"
-		# v1.37.2 -> v0.37.2: the staging modules' tags.
-		staging="v0.${K8S_VERSION#v1.}"
-		minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-		local replaces
-		replaces=$(staging_replaces k8s.io/kubernetes "$K8S_VERSION" "$staging")
-		log "$(wc -l <<<"$replaces") staging modules replaced at $staging"
-		local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-		local pkgs=("${cmds[@]/#/k8s.io/kubernetes/cmd/}")
-		wdir=$(wrapper "$name" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}" <<<"$replaces")
-		rm -rf "$out"
-		mkdir -p "$out"
-		local v=k8s.io/component-base/version cv=k8s.io/client-go/pkg/version ld="-s -w" x
-		for x in "$v" "$cv"; do
-			ld+=" -X $x.gitVersion=$K8S_VERSION -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
-		done
-		(cd "$wdir" && CGO_ENABLED=0 go build -trimpath -tags selinux,notest,grpcnotrace \
-			-ldflags "$ld" -o "$out/" "${pkgs[@]}")
-		finish "$name" $((SECONDS - start))
-	fi
-	echo "K8S_BIN_DIR=$(local_link "$name")"
+	ensure "kubernetes-$K8S_VERSION" "Kubernetes $K8S_VERSION" "~10-15 min" build_k8s
+	echo "K8S_BIN_DIR=$(local_link "kubernetes-$K8S_VERSION")"
 	echo "K8S_VERSION=$K8S_VERSION"
 }
 
 install_etcd() {
-	local name="etcd-$ETCD_VERSION"
-	if ! built "$name"; then
-		local start=$SECONDS wdir out="$TOOLS_DIR/$name"
-		log "building $name"
-		wdir=$(wrapper "$name" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3 </dev/null)
-		rm -rf "$out"
-		mkdir -p "$out"
-		(cd "$wdir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
-		finish "$name" $((SECONDS - start))
-	fi
-	echo "ETCD_BIN_DIR=$(local_link "$name")"
+	ensure "etcd-$ETCD_VERSION" "etcd $ETCD_VERSION" "~1.5 min" build_etcd
+	echo "ETCD_BIN_DIR=$(local_link "etcd-$ETCD_VERSION")"
 }
 
 install_crictl() {
-	local name="crictl-$CRICTL_VERSION"
-	if ! built "$name"; then
-		local start=$SECONDS wdir out="$TOOLS_DIR/$name"
-		log "building $name"
-		wdir=$(wrapper "$name" "sigs.k8s.io/cri-tools@$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl </dev/null)
-		rm -rf "$out"
-		mkdir -p "$out"
-		(cd "$wdir" && CGO_ENABLED=0 go build -trimpath \
-			-ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
-			-o "$out/crictl" sigs.k8s.io/cri-tools/cmd/crictl)
-		finish "$name" $((SECONDS - start))
-	fi
-	echo "CRICTL_BIN_DIR=$(local_link "$name")"
+	ensure "crictl-$CRICTL_VERSION" "crictl $CRICTL_VERSION" "~1 min" build_crictl
+	echo "CRICTL_BIN_DIR=$(local_link "crictl-$CRICTL_VERSION")"
 }
 
-
+# runc with seccomp: the kubelet always asks for RuntimeDefault.
 install_runc_seccomp() {
 	local name="runc-$RUNC_VERSION-seccomp"
-	if ! built "$name"; then
-		local start=$SECONDS out="$TOOLS_DIR/$name"
-		apt_install libseccomp-dev gcc libc6-dev pkg-config
-		log "building $name"
-		rm -rf "$out"
-		mkdir -p "$out"
-		GOBIN="$out" CGO_ENABLED=1 go install -trimpath -tags "seccomp urfave_cli_no_docs netgo osusergo" \
-			-buildmode=pie -ldflags "-s -w -extldflags -static-pie" \
-			"github.com/opencontainers/runc@$RUNC_VERSION"
-		"$out/runc" --version | grep -q '^libseccomp:' || { log "$name has no seccomp support"; return 1; }
-		finish "$name" $((SECONDS - start))
-	fi
+	[[ -f "$TOOLS_DIR/$name/.stamp" ]] || apt_install libseccomp-dev gcc libc6-dev pkg-config
+	ensure "$name" "runc $RUNC_VERSION with seccomp" "~1 min" build_runc_seccomp
 	echo "RUNC_SECCOMP_BIN_DIR=$(local_link "$name")"
 }
 
 mkdir -p "$TOOLS_DIR"
-# One installer at a time per cache (engineers share the machine).
-exec 9>"$TOOLS_DIR/.install-k8s.lock"
-if ! flock -n 9; then
-	log "waiting for another install-k8s.sh on $TOOLS_DIR"
-	flock 9
-fi
-
 case "${1:-all}" in
 k8s) install_k8s ;;
 etcd) install_etcd ;;

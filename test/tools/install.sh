@@ -1,93 +1,145 @@
 #!/usr/bin/env bash
-# Installs the pinned real components the tests need and prints their
-# directories (KEY=DIR lines). Builds go to a cache outside the clone
-# (default $HOME/.cache/nri-cni/tools, keyed by version, so a fresh clone on
-# the same machine does not rebuild); the project-local tool dir .tools/
-# (ignored by git) links to them, and that is what the tests use.
-# Idempotent: a tool whose stamp exists is not rebuilt.
+# Installs the pinned real components a command needs, and nothing else, and
+# prints their directories (KEY=DIR lines on stdout). Builds go to a cache
+# outside the clone (default $HOME/.cache/nri-cni/tools, keyed by version, so
+# a fresh clone on the same machine does not rebuild); the project-local tool
+# dir .tools/ (ignored by git) links to them, and that is what the tests use.
+# Idempotent: a component whose stamp exists is not rebuilt ("cached").
 #
-#   test/tools/install.sh [cni|runtime|apt|crio|k8s|helm|all]   (default: all = apt, cni, runtime, crio, k8s, helm)
+#   test/tools/install.sh [--for WHAT] COMPONENT...
+#
+# Components (each command asks for its own; see the Makefile):
+#   apt      Debian packages: iproute2 iptables jq busybox-static   (root only)
+#   cni      CNI plugins (bridge, host-local, loopback, portmap, tuning, bandwidth)
+#   runtime  containerd, containerd-shim-runc-v2, ctr, and runc
+#   crio     CRI-O, pinns, conmon (install-crio.sh)
+#   k8s      Kubernetes, etcd, crictl, runc with seccomp (install-k8s.sh all)
+#   helm     helm (the chart tests)
+# and sets of them:
+#   demo     apt cni runtime                 (make demo; what the Go harness's containerd needs)
+#   demo-k8s demo + k8s                      (make demo-k8s)
+#   all      apt cni runtime crio k8s helm   (make test, make tools; the default)
+#
+# --for WHAT names the command that asked ("make demo"): the first line then
+# says what is installed and why, before any build starts.
 #
 # Everything comes from the Go module proxy (pinned) or Debian's packages.
 set -euo pipefail
-
-CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
-CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
-RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
-HELM_VERSION=${HELM_VERSION:-v3.22.0}
-TOOLS_DIR=${NRI_CNI_TOOLS:-${HOME:-/root}/.cache/nri-cni/tools}
-REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LOCAL_DIR="$REPO_DIR/.tools"
 
 log() { echo "install: $*" >&2; }
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# local NAME: link the cached tool dir NAME into .tools/ and print the link.
-local_link() {
-	mkdir -p "$LOCAL_DIR"
-	ln -sfn "$TOOLS_DIR/$1" "$LOCAL_DIR/$1"
-	echo "$LOCAL_DIR/$1"
-}
+APT_PACKAGES=(iproute2 iptables jq busybox-static)
 
-# goinstall DIR STAMP PKG... : go install the packages into DIR unless STAMP exists.
+# goinstall DIR PKG@VERSION...: go install the packages into DIR (-v: the
+# progress line names the package being compiled).
 goinstall() {
-	local dir=$1 stamp=$2; shift 2
-	if [[ -f "$dir/.$stamp" ]]; then return 0; fi
+	local dir=$1
+	shift
 	mkdir -p "$dir"
-	log "go install $* -> $dir"
-	local start=$SECONDS
-	GOBIN="$dir" CGO_ENABLED=${CGO_ENABLED:-0} GOFLAGS=-buildvcs=false go install "$@"
-	touch "$dir/.$stamp"
-	log "done in $((SECONDS - start))s"
+	GOBIN="$dir" CGO_ENABLED=${CGO_ENABLED:-0} GOFLAGS=-buildvcs=false go install -v "$@"
 }
 
 install_cni() {
-	local dir="$TOOLS_DIR/cni-plugins-$CNI_PLUGINS_VERSION"
+	local name="cni-plugins-$CNI_PLUGINS_VERSION" v=$CNI_PLUGINS_VERSION
 	local p=github.com/containernetworking/plugins/plugins
-	goinstall "$dir" stamp \
-		"$p/main/bridge@$CNI_PLUGINS_VERSION" \
-		"$p/ipam/host-local@$CNI_PLUGINS_VERSION" \
-		"$p/main/loopback@$CNI_PLUGINS_VERSION" \
-		"$p/meta/portmap@$CNI_PLUGINS_VERSION" \
-		"$p/meta/tuning@$CNI_PLUGINS_VERSION" \
-		"$p/meta/bandwidth@$CNI_PLUGINS_VERSION"
-	echo "CNI_BIN_DIR=$(local_link "cni-plugins-$CNI_PLUGINS_VERSION")"
+	component "$TOOLS_DIR/$name/.stamp" "$name" "CNI plugins $v" "~30s" \
+		goinstall "$TOOLS_DIR/$name" "$p/main/bridge@$v" "$p/ipam/host-local@$v" "$p/main/loopback@$v" \
+		"$p/meta/portmap@$v" "$p/meta/tuning@$v" "$p/meta/bandwidth@$v"
+	echo "CNI_BIN_DIR=$(local_link "$name")"
 }
 
 install_runtime() {
-	local cdir="$TOOLS_DIR/containerd-$CONTAINERD_VERSION"
-	local c=github.com/containerd/containerd/v2/cmd
-	goinstall "$cdir" stamp \
-		"$c/containerd@$CONTAINERD_VERSION" \
-		"$c/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-		"$c/ctr@$CONTAINERD_VERSION"
-	local rdir="$TOOLS_DIR/runc-$RUNC_VERSION"
-	# runc's libcontainer needs cgo (nsenter, userns); built without the
-	# libseccomp tag, so containers here run with seccomp unconfined.
-	CGO_ENABLED=1 goinstall "$rdir" stamp "github.com/opencontainers/runc@$RUNC_VERSION"
-	echo "CONTAINERD_BIN_DIR=$(local_link "containerd-$CONTAINERD_VERSION")"
-	echo "RUNC_BIN_DIR=$(local_link "runc-$RUNC_VERSION")"
+	local cname="containerd-$CONTAINERD_VERSION" rname="runc-$RUNC_VERSION"
+	local c=github.com/containerd/containerd/v2/cmd v=$CONTAINERD_VERSION
+	component "$TOOLS_DIR/$cname/.stamp" "$cname" "containerd $v" "~1.5 min" \
+		goinstall "$TOOLS_DIR/$cname" "$c/containerd@$v" "$c/containerd-shim-runc-v2@$v" "$c/ctr@$v"
+	# runc's libcontainer needs cgo (nsenter, userns), hence a C compiler;
+	# built without the libseccomp tag, so containers here run with seccomp
+	# unconfined.
+	[[ -f "$TOOLS_DIR/$rname/.stamp" ]] || apt_install gcc libc6-dev
+	CGO_ENABLED=1 component "$TOOLS_DIR/$rname/.stamp" "$rname" "runc $RUNC_VERSION" "~30s" \
+		goinstall "$TOOLS_DIR/$rname" "github.com/opencontainers/runc@$RUNC_VERSION"
+	echo "CONTAINERD_BIN_DIR=$(local_link "$cname")"
+	echo "RUNC_BIN_DIR=$(local_link "$rname")"
 }
 
 # helm: the chart tests (test/kubeapi) lint, template and install deploy/helm/nri-cni.
 install_helm() {
-	local dir="$TOOLS_DIR/helm-$HELM_VERSION"
-	goinstall "$dir" stamp "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-	echo "HELM_BIN_DIR=$(local_link "helm-$HELM_VERSION")"
+	local name="helm-$HELM_VERSION"
+	component "$TOOLS_DIR/$name/.stamp" "$name" "helm $HELM_VERSION" "~2 min" \
+		goinstall "$TOOLS_DIR/$name" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	echo "HELM_BIN_DIR=$(local_link "$name")"
 }
 
 install_apt() {
-	apt_install iproute2 iptables jq busybox-static
+	apt_install "${APT_PACKAGES[@]}"
 }
 
-case "${1:-all}" in
-cni) install_cni ;;
-runtime) install_runtime ;;
-apt) install_apt ;;
-k8s) bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
-helm) install_helm ;;
-crio) bash "$REPO_DIR/test/tools/install-crio.sh" ;;
-all) install_apt; install_cni; install_runtime; bash "$REPO_DIR/test/tools/install-crio.sh"; bash "$REPO_DIR/test/tools/install-k8s.sh" all; install_helm ;;
-*) echo "usage: $0 [cni|runtime|apt|crio|k8s|helm|all]" >&2; exit 2 ;;
-esac
+# describe COMPONENT: what it installs, for the first line.
+describe() {
+	case $1 in
+	apt) echo "Debian's ${APT_PACKAGES[*]}" ;;
+	cni) echo "CNI plugins $CNI_PLUGINS_VERSION" ;;
+	runtime) echo "containerd $CONTAINERD_VERSION, runc $RUNC_VERSION" ;;
+	crio) echo "CRI-O $CRIO_VERSION" ;;
+	k8s) echo "Kubernetes $K8S_VERSION (with etcd $ETCD_VERSION, crictl $CRICTL_VERSION, runc with seccomp)" ;;
+	helm) echo "helm $HELM_VERSION" ;;
+	esac
+}
+
+# expand ARG...: the components the arguments name (sets expanded), each
+# once, in the order given.
+expand() {
+	local a c list=" "
+	for a in "$@"; do
+		case $a in
+		demo) a="apt cni runtime" ;;
+		demo-k8s) a="apt cni runtime k8s" ;;
+		all) a="apt cni runtime crio k8s helm" ;;
+		apt | cni | runtime | crio | k8s | helm) ;;
+		*)
+			echo "usage: $0 [--for WHAT] [apt|cni|runtime|crio|k8s|helm|demo|demo-k8s|all]..." >&2
+			return 2
+			;;
+		esac
+		for c in $a; do
+			[[ $list == *" $c "* ]] || list+="$c "
+		done
+	done
+	echo "$list"
+}
+
+main() {
+	local why=""
+	if [[ ${1:-} == --for ]]; then
+		why=$2
+		shift 2
+	fi
+	local comps c what=()
+	comps=$(expand "${@:-all}") || exit 2
+	mkdir -p "$TOOLS_DIR"
+	if [[ -n $why ]]; then
+		# Said in the order a reader cares about, not the install order.
+		for c in runtime cni crio k8s helm apt; do
+			if [[ " $comps " == *" $c "* ]]; then what+=("$(describe "$c")"); fi
+		done
+		local line=${what[0]} i
+		for ((i = 1; i < ${#what[@]}; i++)); do line+=", ${what[i]}"; done
+		log "$why needs $line"
+		log "(cached in $TOOLS_DIR: a first run builds them from source, later runs take seconds)"
+	fi
+	for c in $comps; do
+		case $c in
+		apt) install_apt ;;
+		cni) install_cni ;;
+		runtime) install_runtime ;;
+		crio) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-crio.sh" ;;
+		k8s) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
+		helm) install_helm ;;
+		esac
+	done
+}
+
+main "$@"
