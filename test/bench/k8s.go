@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,38 +36,12 @@ const benchLabel = "nri-cni.io/bench"
 func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 	const s = "6 k8s"
 	load0 := loadAvg()
-	dir := filepath.Join(e.dir, "k8s")
-	ktools, err := cluster.EnsureTools(ctx)
+	w0, err := startK8sWorld(ctx, e, filepath.Join(e.dir, "k8s"), nil)
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	var tar string
-	var imgErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); tar, imgErr = k8sdeploy.BuildImage(ctx, filepath.Join(dir, "image")) }()
-	c, err := cluster.Start(ctx, cluster.Opts{Dir: filepath.Join(dir, "c"), Tools: ktools, RuntimeTools: e.tools})
-	wg.Wait()
-	if err != nil {
-		return errors.Join(err, imgErr)
-	}
-	var overlay *k8sdeploy.Overlay
-	defer func() {
-		cerr := c.Close(context.WithoutCancel(ctx))
-		if overlay != nil {
-			cerr = errors.Join(cerr, overlay.Close())
-		}
-		err = errors.Join(err, cerr)
-	}()
-	if imgErr != nil {
-		return imgErr
-	}
-	d, err := k8sdeploy.Deploy(ctx, c, filepath.Join(dir, "deploy"), tar)
-	if err != nil {
-		return err
-	}
-	overlay = d.Overlay
-	defer func() { err = errors.Join(err, d.Undeploy(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, w0.close(context.WithoutCancel(ctx))) }()
+	c, d := w0.c, w0.d
 	defer func() { err = errors.Join(err, deleteBenchPods(context.WithoutCancel(ctx), c, d.Overlay)) }()
 
 	w, err := k8sdeploy.WatchReady(ctx, c.Client, "default", benchLabel)
@@ -130,15 +103,6 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 	if err := checkNet1(ctx, c, d.Overlay.Secondary(), 2*n+2, n+1); err != nil {
 		return err
 	}
-	if err := benchNetworkStatus(ctx, rep, c, d, 20); err != nil {
-		return err
-	}
-	if err := benchHotplug(ctx, rep, c, d, 20); err != nil {
-		return err
-	}
-	if err := benchDRA(ctx, rep, c, d, n); err != nil {
-		return err
-	}
 	rss := c.RSS()
 	pid, err := d.Pid(ctx)
 	if err != nil {
@@ -149,6 +113,20 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 		return err
 	}
 	attach := attachDurations(d.Log(ctx))
+	// The next parts create pods of their own: the kubelet runs at most 110
+	// (maxPods), nri-cni's included.
+	if err := deleteBenchPods(ctx, c, d.Overlay); err != nil {
+		return err
+	}
+	if err := benchNetworkStatus(ctx, rep, c, d, 20); err != nil {
+		return err
+	}
+	if err := benchHotplug(ctx, rep, c, d, 20); err != nil {
+		return err
+	}
+	if err := benchDRA(ctx, rep, c, d, n); err != nil {
+		return err
+	}
 
 	for _, m := range []struct {
 		what     string
@@ -178,7 +156,7 @@ func benchK8s(ctx context.Context, e *env, rep *report, n int) (err error) {
 			Note: fmt.Sprintf("p95 %.1f ms, %d attaches", pct(attach, 95), len(attach))})
 	}
 	cp := rss["kube-apiserver"] + rss["etcd"] + rss["kube-controller-manager"] + rss["kube-scheduler"]
-	pods := fmt.Sprintf("%d pods running", 2*n+3+21)
+	pods := fmt.Sprintf("%d pods running", 2*n+3)
 	rep.add(Row{Section: s, Metric: "RSS control plane (apiserver+etcd+ctrl-mgr+sched)", Value: mib(cp), Unit: "MiB", Note: pods})
 	rep.add(Row{Section: s, Metric: "RSS kubelet", Value: mib(rss["kubelet"]), Unit: "MiB", Note: pods})
 	rep.add(Row{Section: s, Metric: "RSS containerd", Value: mib(rss["containerd"]), Unit: "MiB", Note: pods})
