@@ -241,6 +241,44 @@ func TestResyncReportsStatusOfAttachedPods(t *testing.T) {
 	assert.Equal(t, status[0], status[1])
 }
 
+// A status the writer confirmed (Manager.StatusWritten) is not reported
+// again by a resync while it would be the same: a restart does not rewrite
+// every running pod's network-status. One not confirmed, or confirmed with
+// other content, is; so is a confirmed pod's claims' status.
+func TestResyncSkipsStatusConfirmedWritten(t *testing.T) {
+	kf := attachtest.NewKube(t, nil)
+	kf.NAD(plan.NADRef{Namespace: "ns1", Name: "net-a"}, "cni-a", nil)
+	confirmed, unconfirmed, stale := attachtest.NPWGPod("sb1", "net-a"), attachtest.NPWGPod("sb2", "net-a"), attachtest.NPWGPod("sb3", "net-a")
+	unconfirmed.Pod.UID, stale.Pod.UID = "uid-sb2", "uid-sb3"
+	claimed := attachtest.NPWGPod("sb4", "")
+	claimed.Pod.UID = "uid-sb4"
+	kf.Claim(claimed, "claim-1", map[string]string{"alpha": ""})
+	for _, sb := range []attach.Sandbox{confirmed, unconfirmed, stale, claimed} {
+		_, err := kf.Mgr.Attach(context.Background(), sb)
+		require.NoError(t, err)
+	}
+	attached, _ := kf.Sink.Snapshot()
+	require.Len(t, attached, 4)
+	kf.Mgr.StatusWritten(attached[0])
+	changed := attached[2]
+	changed.Networks = append([]attach.NetworkStatus(nil), changed.Networks...)
+	changed.Networks[0].IPs = []string{"10.9.9.9"}
+	kf.Mgr.StatusWritten(changed)
+	kf.Mgr.StatusWritten(attached[3])
+	other := attached[1]
+	other.UID = "uid-someone-else"
+	kf.Mgr.StatusWritten(other)
+
+	reconcile.NewResyncer(kf.Mgr).Sync(context.Background(), []attach.Sandbox{confirmed, unconfirmed, stale, claimed}, reconcile.SyncOptions{})
+	status, _ := kf.Sink.Snapshot()
+	var again []string
+	for _, pn := range status[4:] {
+		again = append(again, fmt.Sprintf("%s confirmed=%t", pn.SandboxID, pn.Confirmed))
+	}
+	assert.Equal(t, []string{"sb2 confirmed=false", "sb3 confirmed=false", "sb4 confirmed=true"}, again,
+		"sb1 is written as it is; sb2's confirmation named another pod; sb3's other content; sb4's claims are written still")
+}
+
 func TestStatusSkipsPodsWithoutUID(t *testing.T) {
 	kf := attachtest.NewKube(t, nil)
 	kf.NAD(plan.NADRef{Namespace: "ns1", Name: "net-a"}, "cni-a", nil)

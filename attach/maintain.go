@@ -244,14 +244,16 @@ func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, bu
 
 // ReportLive reports the network status of every listed pod nri-cni has an
 // attached record of (after a resync: a restarted nri-cni, or a status write
-// lost earlier, is caught up).
+// lost earlier, is caught up), but not a status known written as it is
+// (StatusWritten): a restart of every node must not rewrite every running
+// pod's network-status.
 func (m *Manager) ReportLive(live []Sandbox) {
 	if m.report.sink == nil {
 		return
 	}
 	for _, sb := range live {
 		if rec, err := m.store.Get(sb.ID); err == nil && rec.Phase == state.PhaseAttached {
-			m.report.attached(sb, rec)
+			m.report.resynced(sb, rec)
 		}
 	}
 }

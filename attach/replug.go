@@ -29,6 +29,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -82,7 +83,12 @@ func (m *Manager) Replug(ctx context.Context, u PodUpdate) (changed bool, err er
 	log := m.logFor(sb).WithField("event", "hot-plug")
 	changed, err = m.replug(ctx, log, sb, rec)
 	if err != nil {
-		m.report.failed(sb, "", err)
+		// A NAD cache still filling (nri-cni just started: every pod is
+		// handed over again) is no verdict on the pod: retried by the
+		// caller, without a Warning Event on every pod of the node.
+		if !errors.Is(err, plan.ErrSourceNotSynced) {
+			m.report.failed(sb, "", err)
+		}
 		return changed, err
 	}
 	return changed, nil
@@ -103,6 +109,9 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		return false, nil
 	}
 	p, err := m.planner.Plan(ctx, m.pod(sb))
+	if errors.Is(err, plan.ErrSourceNotSynced) {
+		return false, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), err)
+	}
 	if err != nil {
 		return false, refuse(err)
 	}

@@ -125,6 +125,36 @@ func TestHotplugBadValueChangesNothing(t *testing.T) {
 	}
 }
 
+// A restarted nri-cni hands every pod over again; while its NAD cache is
+// still filling, that is no verdict on the pod: an error to retry (not a
+// refusal), nothing changed, no Warning Event.
+func TestHotplugWaitsForTheNADCache(t *testing.T) {
+	kf := newHotplugFixture(t)
+	sb := attachtest.NPWGPod("sb1", "net-a")
+	_, err := kf.Mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	kf.Src.Mu.Lock()
+	kf.Src.Unsynced = true
+	kf.Src.Mu.Unlock()
+	for _, changedAnnotation := range []bool{false, true} {
+		_, err = kf.Mgr.Replug(context.Background(), attach.PodUpdate{UID: sb.Pod.UID, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name,
+			Annotations: map[string]string{plan.AnnotationNPWGNetworks: "net-a, net-b"}, Changed: changedAnnotation})
+		require.ErrorIs(t, err, plan.ErrSourceNotSynced)
+		assert.NotErrorIs(t, err, attach.ErrHotplugRefused, "retried, not refused")
+	}
+	_, failures := kf.Sink.Snapshot()
+	assert.Empty(t, failures, "no Warning Event")
+	assert.Equal(t, []string{"ns1/net-a@net1"}, networks(kf, "sb1"))
+
+	kf.Src.Mu.Lock()
+	kf.Src.Unsynced = false
+	kf.Src.Mu.Unlock()
+	changed, err := replug(kf, sb, "net-a, net-b")
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"ns1/net-a@net1", "ns1/net-b@net2"}, networks(kf, "sb1"))
+}
+
 func TestHotplugFailedADDRollsBackOnlyItsOwn(t *testing.T) {
 	kf := newHotplugFixture(t)
 	sb := attachtest.NPWGPod("sb1", "net-a")

@@ -6,6 +6,10 @@ package attach
 // client-go. Without a sink (the default) nothing is reported.
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net"
 
 	"github.com/sirupsen/logrus"
@@ -54,6 +58,25 @@ type PodNetworks struct {
 	// ClaimsOnly: Multus writes this pod's network-status (it is the
 	// node's primary network); only the claims' status is written.
 	ClaimsOnly bool
+	// Confirmed: a resync's report of a pod whose network-status is known
+	// written as it is (Manager.StatusWritten recorded it): only its
+	// claims' status is written.
+	Confirmed bool
+}
+
+// Digest identifies the network-status pn reports (the pod and what each
+// entry says), not how it is to be written.
+func (pn PodNetworks) Digest() string {
+	data, err := json.Marshal(struct {
+		Namespace, Name, UID, SandboxID string
+		Static                          bool
+		Networks                        []NetworkStatus
+	}{pn.Namespace, pn.Name, pn.UID, pn.SandboxID, pn.Static, pn.Networks})
+	if err != nil { // nothing in it fails to encode; never equal then
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // AttachFailure is a failed attach, for a Warning Event on the pod. Network
@@ -120,13 +143,39 @@ type reporter struct {
 // attached hands rec's networks to the sink (pods with a UID only: the
 // status patch is guarded by it).
 func (r *reporter) attached(sb Sandbox, rec *state.Record) {
-	if r.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" {
+	if pn := r.status(sb, rec); pn != nil {
+		r.sink.PodNetworks(*pn)
+	}
+}
+
+// resynced hands rec's networks to the sink after a resync, unless they
+// are what was last confirmed written: a restarted nri-cni writes the
+// statuses it did not confirm (lost with its queue), not every running
+// pod's again. The claims' status of a confirmed pod is handed over still
+// (its writer reads each claim and writes only a change).
+func (r *reporter) resynced(sb Sandbox, rec *state.Record) {
+	pn := r.status(sb, rec)
+	if pn == nil {
 		return
+	}
+	if rec.StatusDigest != "" && rec.StatusDigest == pn.Digest() {
+		if !hasClaims(rec) {
+			return
+		}
+		pn.Confirmed = true
+	}
+	r.sink.PodNetworks(*pn)
+}
+
+// status is rec's network-status, nil when there is nothing to report.
+func (r *reporter) status(sb Sandbox, rec *state.Record) *PodNetworks {
+	if r.sink == nil || rec == nil || sb.Kind != "pod" || sb.Pod.UID == "" {
+		return nil
 	}
 	pn := PodNetworks{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID, SandboxID: sb.ID,
 		Static: isStatic(sb.Annotations), ClaimsOnly: r.planner.MultusPrimary() != ""}
 	if pn.ClaimsOnly && !hasClaims(rec) {
-		return
+		return nil
 	}
 	pn.Networks = append(pn.Networks, NetworkStatus{
 		Name: r.cfg.Kubernetes.PrimaryNetworkName(), Interface: "eth0", IPs: bareIPs(sb.IPs), Default: true,
@@ -144,7 +193,7 @@ func (r *reporter) attached(sb Sandbox, rec *state.Record) {
 		}
 		pn.Networks = append(pn.Networks, ns)
 	}
-	r.sink.PodNetworks(pn)
+	return &pn
 }
 
 // statusGateways is network-status's "gateway" of each of nets: the
@@ -240,4 +289,37 @@ func bareIPs(in []string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// StatusWritten records that pn, a pod's network-status, was written to the
+// API server: a resync (nri-cni restarted: every running pod listed again)
+// does not write it again while it would write the same. The status sink's
+// writer calls it, off the runtime's requests. A sandbox busy for longer
+// than BackgroundLockWait, or no longer attached, is not recorded: its
+// status is written again at the next resync, as it was before.
+func (m *Manager) StatusWritten(pn PodNetworks) {
+	if pn.SandboxID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), BackgroundLockWait)
+	defer cancel()
+	release, err := m.locks.sandbox(ctx, pn.SandboxID, BackgroundLockWait, 0)
+	if err != nil {
+		return
+	}
+	defer release()
+	rec, err := m.store.Get(pn.SandboxID)
+	if err != nil || rec.Phase != state.PhaseAttached || rec.UID != pn.UID {
+		return
+	}
+	// The digest of what was written: a later change of the record (a
+	// hot-plug) reports a status of another digest, written at a resync.
+	d := pn.Digest()
+	if rec.StatusDigest == d {
+		return
+	}
+	rec.StatusDigest = d
+	if err := m.store.Put(rec); err != nil {
+		m.log.WithError(err).WithField("sandbox", pn.SandboxID).Warn("recording the written network-status failed; a resync writes it again")
+	}
 }

@@ -62,6 +62,18 @@ func NewClients(k *config.KubernetesConfig, getenv func(string) string) (*Client
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes API client (kubeconfig %q): %w", k.Kubeconfig, err)
 	}
+	return NewClientsFor(rc, node)
+}
+
+// NewClientsFor builds the clients from rc (not changed: a copy is tuned)
+// for node, tuned as Kubernetes mode runs them: NewClients after reading
+// the credentials, and fleet simulations, which hand in a config of their
+// own (a node-bound token, a counting transport).
+func NewClientsFor(rc *rest.Config, node string) (*Clients, error) {
+	if node == "" {
+		return nil, ErrNoNodeName
+	}
+	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "nri-cni/" + node
 	// client-go's default (5 QPS, burst 10) would make a node's pod storm
 	// wait seconds for its network-status; the kubelet's own defaults.

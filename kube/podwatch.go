@@ -171,7 +171,12 @@ func (w *PodWatcher) next(ctx context.Context, timeout time.Duration) bool {
 		// the same value is pointless; the next change is handed over anew.
 		w.queue.Forget(key)
 	default:
-		w.log.WithError(err).WithFields(logrus.Fields{"pod": name, "namespace": ns}).Warn("hot-plug failed; retrying with backoff")
+		l := w.log.WithError(err).WithFields(logrus.Fields{"pod": name, "namespace": ns})
+		if errors.Is(err, plan.ErrSourceNotSynced) {
+			l.Debug("hot-plug waits for the NetworkAttachmentDefinition cache")
+		} else {
+			l.Warn("hot-plug failed; retrying with backoff")
+		}
 		if changed {
 			w.mu.Lock()
 			w.changed[key] = true

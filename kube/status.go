@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -52,6 +53,9 @@ type StatusWriter struct {
 	mu      sync.Mutex // guards pending and seq
 	pending map[string]pendingStatus
 	seq     uint64
+
+	// written, if set, learns each network-status written (OnWritten).
+	written atomic.Pointer[func(attach.PodNetworks)]
 }
 
 // pendingStatus is the latest status of a pod or a claim not yet written
@@ -87,10 +91,16 @@ func NewStatusWriter(client kubernetes.Interface, recorder record.EventRecorder,
 	return &StatusWriter{client: client, recorder: recorder, log: log, queue: q, pending: map[string]pendingStatus{}}
 }
 
+// OnWritten makes f learn each pod's network-status once it is written
+// (attach.Manager.StatusWritten records it, so a restart does not write it
+// again). f runs on a worker: it may take a while, not forever.
+func (w *StatusWriter) OnWritten(f func(attach.PodNetworks)) { w.written.Store(&f) }
+
 // PodNetworks implements attach.StatusSink: it queues the pod's
-// network-status and its claims' status, and returns.
+// network-status (unless it is known written: Confirmed) and its claims'
+// status, and returns.
 func (w *StatusWriter) PodNetworks(pn attach.PodNetworks) {
-	if !pn.ClaimsOnly {
+	if !pn.ClaimsOnly && !pn.Confirmed {
 		w.enqueue(podKey(pn.UID), pendingStatus{pn: &pn})
 	}
 	for _, cs := range claimStatuses(pn) {
@@ -196,13 +206,16 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		// API server, which may be after the attach: wait for it a while.
 		log.WithError(err).Debug("network-status of a static pod: no mirror pod yet; retrying")
 		w.queue.AddRateLimited(key)
-	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err), p.pn.Static && apierrors.IsInvalid(err):
-		// Written; or the pod is gone, or this name is another pod now (the
-		// UID guard; for a mirror pod its failed test): its own attach writes
-		// its status.
-		if err != nil {
-			log.WithError(err).Debug("network-status not written: the pod is gone or replaced")
+	case err == nil:
+		done()
+		if f := w.written.Load(); f != nil {
+			(*f)(*p.pn)
 		}
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err), p.pn.Static && apierrors.IsInvalid(err):
+		// The pod is gone, or this name is another pod now (the UID guard;
+		// for a mirror pod its failed test): its own attach writes its
+		// status.
+		log.WithError(err).Debug("network-status not written: the pod is gone or replaced")
 		done()
 	default:
 		log.WithError(err).WithField("retries", w.queue.NumRequeues(key)).Warn("writing network-status failed; retrying with backoff")

@@ -363,3 +363,42 @@ func TestStaticPodWaitsForItsMirror(t *testing.T) {
 	got, _ := annotation(t, c)
 	assert.JSONEq(t, sampleJSON, got[AnnotationNetworkStatus])
 }
+
+// A written network-status is confirmed to OnWritten (the Manager records
+// it); a failed or dropped one is not. A resync's report of a confirmed
+// status writes nothing.
+func TestStatusWrittenIsConfirmed(t *testing.T) {
+	c := fake.NewClientset(testPod())
+	var p patches
+	p.install(c)
+	w := runWriter(t, c, record.NewFakeRecorder(10))
+	var mu sync.Mutex
+	var confirmed []attach.PodNetworks
+	w.OnWritten(func(pn attach.PodNetworks) {
+		mu.Lock()
+		defer mu.Unlock()
+		confirmed = append(confirmed, pn)
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(confirmed)
+	}
+	w.PodNetworks(sample())
+	require.Eventually(t, func() bool { return w.Pending() == 0 && count() == 1 }, waitFor, 5*time.Millisecond)
+	mu.Lock()
+	assert.Equal(t, sample().Digest(), confirmed[0].Digest())
+	mu.Unlock()
+
+	gone := sample()
+	gone.Name = "gone"
+	w.PodNetworks(gone)
+	require.Eventually(t, func() bool { return w.Pending() == 0 && p.count() == 2 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 1, count(), "a pod that is gone: nothing written, nothing confirmed")
+
+	again := sample()
+	again.Confirmed = true
+	w.PodNetworks(again)
+	assert.Equal(t, 0, w.Pending(), "nothing queued")
+	assert.Equal(t, 2, p.count(), "no patch")
+}

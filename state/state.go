@@ -104,6 +104,10 @@ type Record struct {
 	Networks []Network `json:"networks"`
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
+	// StatusDigest identifies the pod's network-status last confirmed
+	// written to the API server (Kubernetes mode; attach.PodNetworks's
+	// Digest): a resync does not write the same status again.
+	StatusDigest string `json:"statusDigest,omitempty"`
 }
 
 // Errors.

@@ -43,13 +43,17 @@ func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mod
 			return status.NotReady(sctx, c.Net)
 		},
 	}
-	drv := dra.New(dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
+	o := dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
 		Planner: mgr.Planner(), Sink: mode.Status, Candidates: candidates, Checker: checker, Limits: cfg.Limits,
-		Log: log.WithField("component", "dra")})
+		Log: log.WithField("component", "dra")}
 	if d.PublishNADs() {
-		// Not waited for: the config dir's networks are published at once,
-		// the NADs once the cache has its first list (never, without the
-		// CRD), and again at every change.
+		// The first publish waits for the NAD cache (bounded: without the
+		// CRD the config dir's networks go out after a while), so a restart
+		// republishes nothing; the NADs are published again at every change.
+		o.WaitFor = mode.Source.WaitForSync
+	}
+	drv := dra.New(o)
+	if d.PublishNADs() {
 		mode.Source.OnChange(drv.Kick)
 		go func() {
 			if mode.Source.WaitForSync(ctx) == nil {

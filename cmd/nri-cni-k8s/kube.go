@@ -62,6 +62,9 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		km.Claims = claims
 	}
 	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer) error {
+		// Each status written is recorded: a restart writes only those
+		// it did not confirm (the fleet's restart storm, docs/scale.md).
+		mode.Status.OnWritten(mgr.StatusWritten)
 		if k.HotplugOn() {
 			w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
 			resync.AfterSync(w.ResyncAll)

@@ -69,13 +69,27 @@ type Options struct {
 	// Refresh re-checks and republishes this often (default 30 s); a
 	// Kick does it at once.
 	Refresh time.Duration
+	// WaitFor, when set, is waited for before the first publish, at most
+	// WaitTimeout (default 10 s): the NAD cache's first list. Without it a
+	// restarted driver publishes the config dir's networks alone and, a
+	// moment later, its NADs too: two writes per node instead of none, and
+	// the NADs' devices gone from the slice in between. Without the CRD the
+	// cache never syncs: the node's networks go out after WaitTimeout.
+	WaitFor     func(ctx context.Context) error
+	WaitTimeout time.Duration
+	// PublishOnly publishes the ResourceSlice through a ResourceSlice
+	// controller of the driver's own (publisher.go) instead of registering
+	// with the kubelet, whose plugin helper would run the same controller:
+	// the same slices, but no kubelet prepares claims. For a fleet
+	// simulated without kubelets (test/fleet).
+	PublishOnly bool
 }
 
 // Driver is the DRA driver. Safe for concurrent use.
 type Driver struct {
-	o      Options
-	helper *kubeletplugin.Helper
-	kick   chan struct{}
+	o    Options
+	pub  publisher // the kubelet plugin helper, or a slicePublisher
+	kick chan struct{}
 
 	mu       sync.Mutex // guards multiple, inv, started
 	multiple bool       // devices allow multiple allocations (else slots)
@@ -86,6 +100,9 @@ type Driver struct {
 func New(o Options) *Driver {
 	if o.Refresh <= 0 {
 		o.Refresh = 30 * time.Second
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = 10 * time.Second
 	}
 	d := &Driver{o: o, kick: make(chan struct{}, 1)}
 	d.multiple = o.Config.SharingMode() != config.SharingSlots
@@ -108,12 +125,41 @@ func (d *Driver) Start(ctx context.Context) error {
 	if d.o.Config.SharingMode() == config.SharingAuto {
 		d.probeMultiple(ctx)
 	}
+	if d.o.WaitFor != nil {
+		wctx, cancel := context.WithTimeout(ctx, d.o.WaitTimeout)
+		if err := d.o.WaitFor(wctx); err != nil && ctx.Err() == nil {
+			d.o.Log.WithError(err).WithField("waited", d.o.WaitTimeout).
+				Warn("DRA: publishing the ResourceSlice without the NADs for now; they follow once their cache has synced")
+		}
+		cancel()
+	}
 	d.refresh()
+	if d.o.PublishOnly {
+		d.pub = newSlicePublisher(ctx, d.o.Client, d.o.NodeName, d.HandleError)
+	} else {
+		h, err := d.register(ctx)
+		if err != nil {
+			return err
+		}
+		d.pub = h
+	}
+	if err := d.publish(ctx); err != nil {
+		d.pub.Stop()
+		return err
+	}
+	go d.run(ctx)
+	return nil
+}
+
+// register starts the kubelet plugin helper: the driver's sockets in the
+// kubelet's plugin dirs (the kubelet prepares claims through them from
+// then on) and, at the first publish, its ResourceSlice controller.
+func (d *Driver) register(ctx context.Context) (*kubeletplugin.Helper, error) {
 	root := d.o.Config.KubeletRoot()
 	registrar, data := filepath.Join(root, "plugins_registry"), filepath.Join(root, "plugins", DriverName)
 	for _, dir := range []string{registrar, data} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("DRA driver %s: %w", DriverName, err)
+			return nil, fmt.Errorf("DRA driver %s: %w", DriverName, err)
 		}
 	}
 	h, err := kubeletplugin.Start(ctx, d,
@@ -125,15 +171,9 @@ func (d *Driver) Start(ctx context.Context) error {
 		kubeletplugin.HealthService(false),
 	)
 	if err != nil {
-		return fmt.Errorf("DRA driver %s: %w", DriverName, err)
+		return nil, fmt.Errorf("DRA driver %s: %w", DriverName, err)
 	}
-	d.helper = h
-	if err := d.publish(ctx); err != nil {
-		h.Stop()
-		return err
-	}
-	go d.run(ctx)
-	return nil
+	return h, nil
 }
 
 // probeMultiple asks the API server, before the first publish, whether it
@@ -172,7 +212,7 @@ func ProbeSlice(node string) *resourceapi.ResourceSlice {
 
 // run keeps the ResourceSlice current until ctx ends.
 func (d *Driver) run(ctx context.Context) {
-	defer d.helper.Stop()
+	defer d.pub.Stop()
 	t := time.NewTicker(d.o.Refresh)
 	defer t.Stop()
 	for {
@@ -230,7 +270,7 @@ func sameInventory(a, b Inventory) bool {
 	return true
 }
 
-// publish hands the current devices to the helper's ResourceSlice
+// publish hands the current devices to the publisher's ResourceSlice
 // controller (one pool named after the node, slices of at most 128).
 func (d *Driver) publish(ctx context.Context) error {
 	d.mu.Lock()
@@ -246,7 +286,7 @@ func (d *Driver) publish(ctx context.Context) error {
 	if len(pool.Slices) == 0 {
 		pool.Slices = []resourceslice.Slice{{}}
 	}
-	if err := d.helper.PublishResources(ctx, resourceslice.DriverResources{
+	if err := d.pub.PublishResources(ctx, resourceslice.DriverResources{
 		Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}); err != nil {
 		return fmt.Errorf("DRA: publishing: %w", err)
 	}

@@ -1,0 +1,300 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+
+	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/kube"
+	"github.com/nri-cni/nri-cni/kube/dra"
+	"github.com/nri-cni/nri-cni/nadpolicy"
+	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/reconcile"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// Agent is one node's nri-cni-k8s, wired as cmd/nri-cni-k8s wires it
+// (kube.go, dra.go) and started in cmd/internal/cli's order: Kubernetes
+// mode (the NAD informer, the status writer and its Event broadcaster),
+// the attachment engine, hot-plug's pod watcher and the DRA driver, then
+// the runtime's connection (Configure, Synchronize). Left out, as they
+// never call the API server: the metrics server, the netns and config
+// watchers, the STATUS and CHECK loops.
+type Agent struct {
+	Node    *Node
+	Counter *Counter
+	Plugin  *nriplugin.Plugin
+	Mode    *kube.Mode
+	Watcher *kube.PodWatcher
+	Driver  *dra.Driver
+
+	// NADEvents counts the NAD cache's adds, updates and deletes.
+	NADEvents atomic.Int64
+	// Started is when Start began; Ready when every informer had synced
+	// and the runtime's resync was done (zero until then).
+	Started time.Time
+	ready   atomic.Pointer[time.Time]
+	synced  chan struct{} // closed after the first resync
+	syncing bool          // Synchronize was called: synced will close
+
+	cancel    context.CancelFunc
+	transport *http.Transport
+}
+
+// agentConfig is nri.conf for node: deploy/base's, with the node's own
+// dirs, its name, and hot-plug on (its pod informer is part of the fleet).
+func agentConfig(base config.Config, n *Node) (config.Config, error) {
+	cfg := base
+	cfg.ConfDir, cfg.BinDirs = n.confDir(), []string{"/fleet/cni"}
+	cfg.StateDir, cfg.CacheDir = filepath.Join(n.Dir, "state"), filepath.Join(n.Dir, "cache")
+	k := *base.Kubernetes
+	k.NodeName, k.Hotplug, k.Kubeconfig = n.Name, true, ""
+	if k.DRA != nil {
+		d := *k.DRA
+		d.KubeletDir = filepath.Join(n.Dir, "kubelet")
+		k.DRA = &d
+	}
+	cfg.Kubernetes = &k
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, fmt.Errorf("nri.conf of node %s: %w", n.Name, err)
+	}
+	return cfg, nil
+}
+
+// StartAgent starts n's nri-cni with its node-bound token, as a new
+// process would: a connection of its own, empty caches, its records read
+// from n's state dir. It returns once the DRA driver published (or
+// failed); Ready says when the rest has synced.
+func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Config, log *logrus.Entry) (_ *Agent, err error) {
+	a := &Agent{Node: n, Counter: NewCounter(), Started: time.Now(), synced: make(chan struct{})}
+	ctx, a.cancel = context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			a.Stop()
+		}
+	}()
+	cfg, err := agentConfig(base, n)
+	if err != nil {
+		return a, err
+	}
+	rc, err := a.restConfig(admin, n.Token)
+	if err != nil {
+		return a, err
+	}
+	clients, err := kube.NewClientsFor(rc, n.Name)
+	if err != nil {
+		return a, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	k := cfg.Kubernetes
+	policy, err := nadpolicy.New(k.NADPolicyOrDefault())
+	if err != nil {
+		return a, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	log = log.WithField("node", n.Name)
+	a.Mode = kube.Start(ctx, clients, log.WithField("component", "kube"),
+		kube.Options{NADPolicy: policy, MaxNADConfigBytes: k.NADConfigLimit()})
+	a.Mode.Source.OnChange(func() { a.NADEvents.Add(1) })
+	claims, err := state.OpenClaims(cfg.StateDir)
+	if err != nil {
+		return a, fmt.Errorf("node %s: DRA: %w", n.Name, err)
+	}
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return a, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, Exec: n.exec})
+	if _, err := engine.Reload(ctx); err != nil {
+		return a, fmt.Errorf("node %s: CNI configs: %w", n.Name, err)
+	}
+	mgr := attach.New(cfg, attach.Deps{Engine: engine, Netns: n.netns, Store: store, NADs: a.Mode.Source,
+		Sink: a.Mode.Status, Claims: claims, Log: log, Routes: func(string, string, []net.IP) error { return nil }})
+	resync := reconcile.NewResyncer(mgr)
+	a.Plugin = nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: resync}, nil, log)
+	a.Mode.Status.OnWritten(mgr.StatusWritten)
+
+	a.Watcher = kube.NewPodWatcher(clients.Core, n.Name, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+	resync.AfterSync(a.Watcher.ResyncAll)
+	resync.AfterSync(func() { close(a.synced) })
+	go a.Watcher.Run(ctx, 0)
+	if a.Driver, err = startDRA(ctx, cfg, clients, a.Mode, claims, mgr, log.WithField("component", "dra")); err != nil {
+		return a, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+
+	// The runtime connects: Configure, then Synchronize with its running
+	// pods (the resync runs in the background, as the plugin runs it).
+	if _, err := a.Plugin.Configure(ctx, "", "containerd", "v2.4.2"); err != nil {
+		return a, fmt.Errorf("node %s: Configure: %w", n.Name, err)
+	}
+	a.syncing = true
+	if _, err := a.Plugin.Synchronize(ctx, n.Sandboxes(), nil); err != nil {
+		return a, fmt.Errorf("node %s: Synchronize: %w", n.Name, err)
+	}
+	go a.waitReady(ctx)
+	return a, nil
+}
+
+// restConfig is admin's server and CA with n's bearer token, over a
+// transport of the agent's own (its own connection, as a node has; client-go
+// would share one TLS transport among equal configs) that counts.
+func (a *Agent) restConfig(admin *rest.Config, token string) (*rest.Config, error) {
+	rc := rest.AnonymousClientConfig(admin)
+	tlsCfg, err := rest.TLSConfigFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: TLS config: %w", a.Node.Name, err)
+	}
+	a.transport = utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsCfg,
+		DialContext: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext})
+	rc.TLSClientConfig = rest.TLSClientConfig{}
+	rc.Transport = a.Counter.Wrap(a.transport)
+	rc.BearerToken = token
+	return rc, nil
+}
+
+// waitReady records when the NAD and pod informers have synced, the DRA
+// driver publishes and the first resync is done.
+func (a *Agent) waitReady(ctx context.Context) {
+	if a.Mode.Source.WaitForSync(ctx) != nil {
+		return
+	}
+	for !a.Watcher.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-a.synced:
+	}
+	now := time.Now()
+	a.ready.Store(&now)
+}
+
+// Ready is when the agent had synced, zero if it has not.
+func (a *Agent) Ready() time.Time {
+	if t := a.ready.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// Idle reports whether the agent has nothing left to write.
+func (a *Agent) Idle() bool { return !a.Ready().IsZero() && a.Mode.Status.Pending() == 0 }
+
+// Stop stops the agent as a killed process stops: its requests and
+// watches end, its connection closes; its state dir and the node's pods
+// stay. A resync still running is waited for (it would race the next
+// agent's on the same records).
+func (a *Agent) Stop() {
+	if a.syncing {
+		select {
+		case <-a.synced:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.transport != nil {
+		a.transport.CloseIdleConnections()
+	}
+}
+
+// Sandbox is a pod as the NRI runtime hands it over.
+func Sandbox(p PodRef) *api.PodSandbox {
+	return &api.PodSandbox{Id: p.SandboxID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations,
+		Pid: 4242, Ips: []string{p.IP},
+		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: p.Netns}}}}
+}
+
+// startDRA is cmd/nri-cni-k8s's startDRA with the driver publishing
+// without a kubelet (dra.Options.PublishOnly): the same inventory, checks,
+// kicks and publishing.
+func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mode *kube.Mode, claims *state.Claims,
+	mgr *attach.Manager, log *logrus.Entry) (*dra.Driver, error) {
+	d := cfg.Kubernetes.DRA
+	if !cfg.Kubernetes.DRAOn() {
+		return nil, nil
+	}
+	status := &dra.StatusCache{Status: mgr.Engine().Status, TTL: cfg.StatusInterval.D()}
+	checker := dra.Checker{
+		FindPlugin: func(string) error { return nil }, // the no-op chain has every plugin
+		LinkExists: func(name string) error { return fmt.Errorf("link %s: %w", name, os.ErrNotExist) },
+		NotReady: func(c dra.Candidate) error {
+			if c.Local {
+				return mgr.Readiness().NotReady(c.Net.Name)
+			}
+			sctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
+			defer cancel()
+			return status.NotReady(sctx, c.Net)
+		},
+	}
+	o := dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
+		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: log, PublishOnly: true,
+		Candidates: func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
+	if d.PublishNADs() {
+		o.WaitFor = mode.Source.WaitForSync
+	}
+	drv := dra.New(o)
+	if d.PublishNADs() {
+		mode.Source.OnChange(drv.Kick)
+		go func() {
+			if mode.Source.WaitForSync(ctx) == nil {
+				drv.Kick()
+			}
+		}()
+	}
+	if err := drv.Start(ctx); err != nil {
+		return nil, err
+	}
+	return drv, nil
+}
+
+// draCandidates is cmd/nri-cni-k8s's: the config dir's networks, then the
+// NADs.
+func draCandidates(local []*cni.Network, nads *kube.NADSource, d *config.DRAConfig) []dra.Candidate {
+	var out []dra.Candidate
+	byName := map[string]*cni.Network{}
+	for _, n := range local {
+		byName[n.Name] = n
+		if len(d.NodeNetworks) == 0 || slices.Contains(d.NodeNetworks, n.Name) {
+			out = append(out, dra.Candidate{Network: n.Name, Net: n, Local: true})
+		}
+	}
+	for _, name := range d.NodeNetworks {
+		if byName[name] == nil {
+			out = append(out, dra.Candidate{Network: name, Err: fmt.Errorf("%w %q (kubernetes.dra.nodeNetworks)", cni.ErrUnknownNetwork, name)})
+		}
+	}
+	if !d.PublishNADs() {
+		return out
+	}
+	for _, e := range nads.List() {
+		c := dra.Candidate{Network: e.Ref.String(), Namespace: e.Ref.Namespace, Net: e.Network, Err: e.Err}
+		if c.Err == nil && c.Net.List == nil {
+			c.Local = true
+			if c.Net = byName[e.Network.Name]; c.Net == nil {
+				c.Err = errors.New("empty spec.config and no config dir network of its name")
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
