@@ -66,8 +66,9 @@ func (m *Manager) EnsureAttached(ctx context.Context, sb Sandbox, pidless bool) 
 	if err := state.ValidID(sb.ID); err != nil {
 		return nil, err
 	}
-	if _, err := m.store.Get(sb.ID); !errors.Is(err, state.ErrNotFound) {
-		return nil, nil // a record, or an unreadable one: known, as for AttachIfAbsent
+	if rec, err := m.store.Get(sb.ID); err == nil && rec.Phase != state.PhaseAdding ||
+		err != nil && !errors.Is(err, state.ErrNotFound) {
+		return nil, nil // attached or torn down, or unreadable: known, as for AttachIfAbsent
 	}
 	if p, err := m.planner.Plan(ctx, m.pod(sb)); err == nil && p.Skip != "" {
 		return nil, nil // filtered out, opted out, or not asking (requireAnnotation)
@@ -252,18 +253,30 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 
 // earlier handles what nri-cni already knows of sb (its lock held): done
 // means attach returns (rec, err) at once — attached already, or (ifAbsent)
-// known at all; an earlier attempt that died half-way or was torn down is
-// undone first, and an unreadable record cleaned up from libcni's cache.
+// known: attached or torn down; an earlier attempt that died half-way or was
+// torn down is undone first, and an unreadable record cleaned up from
+// libcni's cache.
+//
+// A record in phase adding found under the lock is never an attach in
+// progress (attach and its rollback hold the lock until they end): it is one
+// cut short (nri-cni killed mid-way) or one whose rollback DEL failed. Even
+// with ifAbsent it is undone and the sandbox attached again: a pod the
+// runtime is running must not stay, or start its containers, half attached.
 func (m *Manager) earlier(ctx context.Context, log *logrus.Entry, sb Sandbox, ifAbsent bool) (done bool, _ *state.Record, _ error) {
 	rec, err := m.store.Get(sb.ID)
 	switch {
-	case err == nil && ifAbsent:
+	case err == nil && ifAbsent && rec.Phase != state.PhaseAdding:
 		return true, rec, ErrKnown
 	case err == nil && rec.Phase == state.PhaseAttached:
 		log.Info("already attached, not adding again")
 		return true, rec, nil
 	case err == nil:
-		if err := m.cni.teardown(ctx, log, rec, ""); err != nil {
+		if rec.Phase == state.PhaseAdding {
+			log.WithField("networks", len(rec.Networks)).Warn("an earlier attach was cut short or not rolled back: undoing it, then attaching again")
+		}
+		// In the sandbox's namespace while it is the one recorded (the
+		// plugins then remove their interfaces too), else empty.
+		if err := m.cni.teardown(ctx, log, rec, m.cni.usableNetns(rec)); err != nil {
 			return true, nil, fmt.Errorf("cleaning up the earlier attempt for %s: %w", PodRef(sb), err)
 		}
 	case errors.Is(err, state.ErrNotFound):

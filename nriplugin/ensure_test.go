@@ -188,3 +188,26 @@ func TestCreateContainerAnswersInTimeWhenBusy(t *testing.T) {
 		})
 	}
 }
+
+// An attach cut short — nri-cni killed between recording its intent and
+// recording the attachment (a restart, an OOM kill), or a failed attach whose
+// rollback DEL failed too — leaves a record in phase adding. The sandbox's
+// first container must not be created without its networks: the earlier
+// attempt is undone (DEL) and the pod attached again.
+func TestCreateContainerFinishesAnAttachCutShort(t *testing.T) {
+	f := attachtest.New(t, []string{"alpha"}, nil)
+	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
+	pod := runningPod(f, "sb1", 10)
+	now := time.Now().UTC()
+	require.NoError(t, f.Mgr.Store().Put(&state.Record{ID: "sb1", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-sb1",
+		Netns: "/pinned/sb1", Phase: state.PhaseAdding, Created: now, Updated: now,
+		Networks: []state.Network{{Name: "alpha", IfName: "net1"}}}))
+
+	require.NoError(t, createContainer(t, p, pod))
+	assert.Equal(t, []string{"DEL alpha net1", "ADD alpha net1"}, f.Cmds(), "undone, then attached")
+	rec, err := f.Mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAttached, rec.Phase)
+	require.NoError(t, createContainer(t, p, pod), "the next container")
+	assert.Len(t, f.Cmds(), 2)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,32 @@ func TestSyncReconcilesWithTheRuntime(t *testing.T) {
 		_, err := f.Mgr.Store().Get(id)
 		assert.Equal(t, want, err == nil, id)
 	}
+}
+
+// nri-cni killed mid-attach (its record still in phase adding) and
+// restarted: the resync undoes the attach cut short and attaches the
+// running pod again, instead of taking it for known.
+func TestSyncFinishesAnAttachCutShort(t *testing.T) {
+	f := attachtest.New(t, []string{"alpha"}, nil)
+	f.Netns.Resolve(0, "/pinned/cut")
+	now := time.Now().UTC()
+	require.NoError(t, f.Mgr.Store().Put(&state.Record{ID: "cut", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-cut",
+		Netns: "/pinned/cut", Phase: state.PhaseAdding, Created: now, Updated: now,
+		Networks: []state.Network{{Name: "alpha", IfName: "net1"}}}))
+	res := NewResyncer(f.Mgr).Sync(context.Background(), []attach.Sandbox{pinnedPod("cut", "/pinned/cut")},
+		SyncOptions{AttachMissing: true, PidlessPods: true})
+	require.NoError(t, res.Err())
+	assert.Equal(t, 1, res.Attached)
+	var cmds []string
+	for _, c := range f.Cmds() {
+		if !strings.HasPrefix(c, "GC ") {
+			cmds = append(cmds, c)
+		}
+	}
+	assert.Equal(t, []string{"DEL alpha net1", "ADD alpha net1"}, cmds)
+	rec, err := f.Mgr.Store().Get("cut")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAttached, rec.Phase)
 }
 
 // Resync attaches only sandboxes the runtime is really running. containerd
