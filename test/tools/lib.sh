@@ -74,6 +74,13 @@ apt_get() {
 	done
 }
 
+# apt_update_install PKG...: apt-get update, then install PKG (quietly's
+# command: its output goes to the log).
+apt_update_install() {
+	apt_get update -qq
+	apt_get install -y -qq --no-install-recommends "$@"
+}
+
 # apt_install PKG...: installs the packages that are missing (as root;
 # otherwise says so and returns 0), waiting for another apt's locks.
 apt_install() {
@@ -87,24 +94,47 @@ apt_install() {
 		return 0
 	fi
 	local start=$SECONDS
-	log "Debian packages ${missing[*]} … apt-get install"
-	apt_get update -qq >/dev/null
-	apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	log "Debian packages ${missing[*]} done in $(human $((SECONDS - start)))"
+	say_pending "Debian packages ${missing[*]} … apt-get install"
+	quietly "Debian packages ${missing[*]}" "$LOG_DIR/apt.log" apt_update_install "${missing[@]}"
+	say_final "Debian packages ${missing[*]} done in $(human $((SECONDS - start)))"
 }
 
 # --- The cache and what the terminal shows --------------------------------
 #
 # A component is built once into TOOLS_DIR (keyed by version, stamped when
-# complete) and linked into the clone's .tools/. The terminal gets one line
-# when a build starts (with its expected cold time), a progress line every
-# PROGRESS_EVERY seconds, and one when it is done; everything the go tool
-# prints ("go: downloading …", compiler output) goes to
-# TOOLS_DIR/.logs/<component>.log, whose tail is printed if the build fails.
-# INSTALL_QUIET=1 (the Go harness sets it) leaves out the "cached" lines.
+# complete) and linked into the clone's .tools/. It says when its build
+# starts (with the expected cold time), every PROGRESS_EVERY seconds how long
+# it has taken and what it compiles, and when it is done. On a terminal these
+# replace each other: one line per component, ending as "… done in 2m09s".
+# Elsewhere (CI logs, the Go harness reading the output) each is a line of
+# its own. Everything the go tool and apt print ("go: downloading …",
+# compiler output, debconf) goes to TOOLS_DIR/.logs/<component>.log, whose
+# tail is printed if the step fails. INSTALL_QUIET=1 (the Go harness sets it)
+# leaves out the "cached" lines.
 
 PROGRESS_EVERY=${PROGRESS_EVERY:-30}
 LOG_DIR="$TOOLS_DIR/.logs"
+
+# On a terminal (stderr), a component's lines replace each other.
+LINES_REPLACE=""
+[[ -t 2 ]] && LINES_REPLACE=1
+
+# say_pending MSG: a line the component's next one replaces on a terminal
+# (printed without its newline there); a plain log line elsewhere.
+say_pending() {
+	if [[ $LINES_REPLACE ]]; then
+		printf '\r\033[K' >&2
+		log "$*" 2>&1 | tr -d '\n' >&2
+	else
+		log "$*"
+	fi
+}
+
+# say_final MSG: the component's last line (replacing a pending one).
+say_final() {
+	[[ $LINES_REPLACE ]] && printf '\r\033[K' >&2
+	log "$*"
+}
 
 # human SECONDS: "42s" or "2m30s".
 human() {
@@ -135,7 +165,7 @@ progress() {
 		kill -0 $$ 2>/dev/null || exit 0
 		t=$((t + PROGRESS_EVERY))
 		last=$(tail -n 1 "$logf" 2>/dev/null | cut -c1-80)
-		log "still building $label… $(human "$t")${last:+ ($last)}"
+		say_pending "still building $label… $(human "$t")${last:+ ($last)}"
 	done
 }
 
@@ -157,7 +187,7 @@ quietly() {
 	kill "$ticker" 2>/dev/null || true
 	wait "$ticker" 2>/dev/null || true
 	if ((rc != 0)); then
-		log "$label FAILED after $(human $((SECONDS - start))); the end of $logf:"
+		say_final "$label FAILED after $(human $((SECONDS - start))); the end of $logf:"
 		tail -n 25 "$logf" | sed 's/^/    /' >&2
 	fi
 	return "$rc"
@@ -188,10 +218,10 @@ component() {
 	if [[ -f "$stamp" ]]; then
 		log "$label cached (built by another installer meanwhile)"
 	else
-		log "$label … building (cold, $cold)"
+		say_pending "$label … building (cold, $cold)"
 		quietly "$label" "$LOG_DIR/$name.log" "$@"
 		touch "$stamp"
-		log "$label done in $(human $((SECONDS - start)))"
+		say_final "$label done in $(human $((SECONDS - start)))"
 	fi
 	exec {lock}>&-
 }
