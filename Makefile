@@ -58,9 +58,9 @@ e2e: ## End-to-end tests against a real containerd 2.x and CRI-O 1.36 (both pid 
 	$(call install_tools,$(TOOLS_CRIO))
 	$(GO) test -count=1 -v ./test/e2e/
 
-e2e-k8s: ## Kubernetes tier (root): kubelet + API server on containerd, then on CRI-O, nri-cni's image and deploy/base applied with kubectl, pods through the API.
-	$(call install_tools,$(TOOLS_K8S))
-	$(GO) test -count=1 -p 1 -v ./test/k8s/ ./test/k8scrio/
+e2e-k8s: ## Kubernetes tier (root): kubelet + API server on containerd, then on CRI-O, nri-cni's image and deploy/base applied with kubectl, pods through the API; RBAC, policies and the chart against the API server. K8S_VERSION=v1.34.4 for the oldest supported.
+	$(call install_tools,$(TOOLS_K8S) helm)
+	$(GO) test -count=1 -p 1 -v $(K8S_PKGS)
 
 # The demos need root: say so before building anything. They are built like
 # the tools (one line, the go tool's output in bin/<demo>.log), then run.
