@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/test/k8sdra"
 )
 
@@ -18,7 +19,7 @@ import (
 // NAD's "namespace/name"), with an optional NetworkConfig (JSON object
 // members, "" for none).
 type netRequest struct {
-	name, network, config string
+	name, network, config, class string
 }
 
 // claimTemplate creates a ResourceClaimTemplate in ns whose requests each
@@ -27,7 +28,7 @@ func (f *fixture) claimTemplate(ns, name string, reqs ...netRequest) {
 	f.t.Helper()
 	var rs []k8sdra.NetRequest
 	for _, r := range reqs {
-		rs = append(rs, k8sdra.NetRequest{Name: r.name, Network: r.network, Config: r.config})
+		rs = append(rs, k8sdra.NetRequest{Name: r.name, Network: r.network, Config: r.config, Class: r.class})
 	}
 	_, err := f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx,
 		k8sdra.ClaimTemplate(ns, name, map[string]string{ownerLabel: f.owner}, rs...), metav1.CreateOptions{})
@@ -35,6 +36,23 @@ func (f *fixture) claimTemplate(ns, name string, reqs ...netRequest) {
 	f.t.Cleanup(func() {
 		_ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, name, metav1.DeleteOptions{})
 	})
+}
+
+// deviceClass creates an admin's DeviceClass selecting nri-cni.io's devices
+// with an opaque NetworkConfig of members (JSON object members); the
+// cleanup deletes it.
+func (f *fixture) deviceClass(name, members string) {
+	f.t.Helper()
+	_, err := f.k.ResourceV1().DeviceClasses().Create(f.ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ownerLabel: f.owner}},
+		Spec: resourcev1.DeviceClassSpec{
+			Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+				Expression: fmt.Sprintf("device.driver == %q", dra.DriverName)}}},
+			Config: []resourcev1.DeviceClassConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{
+				Opaque: k8sdra.NetworkConfig(members)}}},
+		}}, metav1.CreateOptions{})
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, name, metav1.DeleteOptions{}) })
 }
 
 // claimPod is f.pod with one pod claim per template (claim name = template

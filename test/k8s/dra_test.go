@@ -6,6 +6,7 @@ package k8s
 // attribute the node publishes.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ import (
 	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/k8sdeploy"
+	"github.com/nri-cni/nri-cni/test/k8sdra"
 )
 
 // TestDRAClaimAttachesAndReports: a pod whose claim asks for the shipped
@@ -99,21 +102,48 @@ func TestDRAClaimAttachesAndReports(t *testing.T) {
 	assert.Empty(t, sec.IPFilesOf(id), "the claim's address released")
 }
 
-// TestDRAUnsatisfiableClaimStaysPending: a claim for a network no node
-// publishes leaves the pod unscheduled — no sandbox, nothing attached —
-// because the scheduler sees every node's networks.
+// TestDRAUnsatisfiableClaimStaysPending: a network this node cannot attach
+// is not published, so a pod claiming it stays unscheduled — no sandbox,
+// nothing attached. The NAD exists and the NAD policy allows it, but its
+// chain names a plugin (sbr) whose binary this node lacks: nri-cni's check
+// keeps it out of the slice (a NAD created after it is published, so the
+// driver has seen both), and the scheduler, which sees every node's
+// networks, places the pod nowhere. Without the check the pod would get a
+// sandbox here and fail its ADD, again and again.
 func TestDRAUnsatisfiableClaimStaysPending(t *testing.T) {
 	f := newFixture(t)
-	tmpl := harness.RandomName("dra-nope-")
-	f.claimTemplate("default", tmpl, netRequest{name: "net", network: "no-such-network"})
-	name := harness.RandomName("dra-pending-")
-	pod := f.create(f.claimPod(name, "default", nil, tmpl))
-	reason, msg := f.podScheduledFalse("default", name)
-	t.Logf("PodScheduled=False %s: %s", reason, msg)
-	assert.Equal(t, corev1.PodReasonUnschedulable, reason)
-	assert.Contains(t, msg, "claim")
-	time.Sleep(shortWait)
-	assert.Empty(t, f.sandboxes(string(pod.UID)), "no sandbox for an unschedulable pod")
+	broken := harness.RandomName("nad-nosbr-")
+	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "cni-" + broken, "plugins": []any{
+		map[string]any{"type": "bridge", "bridge": k8sdeploy.NADBridge(), "isGateway": false, "ipMasq": false,
+			"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": k8sdeploy.NADSubnet()}}}}},
+		map[string]any{"type": "sbr"},
+	}})
+	require.NoError(t, err)
+	f.createNAD("default", broken, string(conf))
+	good := f.newNAD("default", harness.RandomName("nad-ok-"))
+	devs := f.nodeDevices("default/" + good.Name)
+	assert.False(t, k8sdra.HasNetwork(devs, "default/"+broken), "a NAD whose plugin sbr is not on the node is not published")
+	f.waitFor("nri-cni's log saying why "+broken+" is not published", waitLong, func() (bool, string) {
+		for _, l := range strings.Split(f.nriCNILog(), "\n") {
+			if strings.Contains(l, "network not published") && strings.Contains(l, broken) && strings.Contains(l, `sbr`) {
+				return true, ""
+			}
+		}
+		return false, "no such line"
+	})
+
+	for _, network := range []string{"default/" + broken, "no-such-network"} {
+		tmpl := harness.RandomName("dra-nope-")
+		f.claimTemplate("default", tmpl, netRequest{name: "net", network: network})
+		name := harness.RandomName("dra-pending-")
+		pod := f.create(f.claimPod(name, "default", nil, tmpl))
+		reason, msg := f.podScheduledFalse("default", name)
+		t.Logf("claim for %s: PodScheduled=False %s: %s", network, reason, msg)
+		assert.Equal(t, corev1.PodReasonUnschedulable, reason)
+		assert.Contains(t, msg, "claim")
+		time.Sleep(shortWait)
+		assert.Empty(t, f.sandboxes(string(pod.UID)), "no sandbox for an unschedulable pod")
+	}
 	assert.Empty(t, f.claimFiles())
 }
 
@@ -148,6 +178,32 @@ func TestDRATwoClaimsAndTheAnnotation(t *testing.T) {
 	f.waitReleased(id)
 	assert.Empty(t, nadA.ipFiles(id))
 	assert.Empty(t, nadB.ipFiles(id))
+}
+
+// TestDRAClassConfigWins: the admin's DeviceClass carries a NetworkConfig
+// with a MAC; a tenant's claim of that class asks for another MAC and an
+// interface name. The class's key wins, the claim's other keys apply: the
+// pod gets the claim's interface with the class's MAC.
+func TestDRAClassConfigWins(t *testing.T) {
+	f := newFixture(t)
+	class := harness.RandomName("nri-cni-fixed-mac-")
+	const adminMAC, tenantMAC = "02:00:00:c1:a5:01", "02:00:00:7e:4a:01"
+	f.deviceClass(class, `"mac":"`+adminMAC+`"`)
+	tmpl := harness.RandomName("dra-class-")
+	f.claimTemplate("default", tmpl, netRequest{name: "net", network: f.w.o.NetName, class: class,
+		config: `"interface":"cls0","mac":"` + tenantMAC + `"`})
+	name := harness.RandomName("dra-class-")
+	f.create(f.claimPod(name, "default", nil, tmpl))
+	pod := f.waitReady("default", name)
+	cls0 := f.iface(pod, "cls0")
+	assert.Equal(t, adminMAC, cls0.MAC, "the class's mac, not the claim's")
+	st := f.claimStatus("default", f.podClaims(pod)[tmpl], 1)[0]
+	assert.Equal(t, adminMAC, st.NetworkData.HardwareAddress)
+	assert.Equal(t, "cls0", st.NetworkData.InterfaceName)
+
+	id, _ := f.readySandbox(pod)
+	f.deletePod("default", name)
+	f.waitReleased(id)
 }
 
 // TestDRABadConfigNamesClaimAndKey: a NetworkConfig nri-cni refuses fails
@@ -268,4 +324,49 @@ func TestDRARestarts(t *testing.T) {
 	f.waitFor("no prepared claims left", waitLong, func() (bool, string) {
 		return len(f.claimFiles()) == 0, fmt.Sprintf("%v", f.claimFiles())
 	})
+}
+
+// TestDRARestartsBetweenPrepareAndRun: the kubelet prepared a pod's claim
+// (nri-cni recorded it) but its sandbox keeps failing (the pod's NPWG
+// annotation names a NAD not created yet); nri-cni and then the kubelet
+// restart before the sandbox runs. When the NAD appears, the kubelet's
+// retry runs the sandbox against the restarted nri-cni, which attaches the
+// claim from its record on disk — no API call — beside the annotation's NAD.
+func TestDRARestartsBetweenPrepareAndRun(t *testing.T) {
+	f := newFixture(t)
+	w := f.w
+	tmpl := harness.RandomName("dra-mid-")
+	f.claimTemplate("default", tmpl, netRequest{name: "net", network: w.o.NetName, config: `"interface":"mid0"`})
+	missing := harness.RandomName("nad-mid-")
+	name := harness.RandomName("dra-mid-")
+	f.create(f.claimPod(name, "default", map[string]string{npwgAnnotation: missing}, tmpl))
+	msg := f.waitEvent("default", name, "FailedCreatePodSandBox", "no such NetworkAttachmentDefinition default/"+missing)
+	t.Logf("sandbox refused after the claim was prepared: %s", msg)
+	require.Len(t, f.claimFiles(), 1, "the prepared claim is recorded")
+
+	synced := w.d.Registrations()
+	_, err := w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
+	require.NoError(t, err)
+	_, err = w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
+	require.NoError(t, err)
+	_, err = w.d.WaitReady(f.ctx, synced+1, waitLong)
+	require.NoError(t, err)
+	w.c.StopKubelet()
+	require.NoError(t, w.c.StartKubelet(f.ctx))
+
+	n := f.newNAD("default", missing)
+	pod := f.waitReady("default", name)
+	mid0 := f.iface(pod, "mid0")
+	assert.True(t, (&nadNet{Subnet: w.o.Subnet}).contains(mid0.Addrs[0].String()), "mid0 from the claim's network")
+	assert.True(t, n.contains(f.iface(pod, "net1").Addrs[0].String()), "net1 from the annotation's NAD")
+	claims := f.podClaims(pod)
+	assert.Equal(t, "mid0", f.claimStatus("default", claims[tmpl], 1)[0].NetworkData.InterfaceName)
+
+	id, _ := f.readySandbox(pod)
+	claim, err := f.k.ResourceV1().ResourceClaims("default").Get(f.ctx, claims[tmpl], metav1.GetOptions{})
+	require.NoError(t, err)
+	f.deletePod("default", name)
+	f.waitReleased(id)
+	f.waitClaimsReleased(string(claim.UID))
+	assert.Empty(t, n.ipFiles(id))
 }

@@ -183,6 +183,42 @@ func TestNPWGIsolationAndRecovery(t *testing.T) {
 	assert.Empty(t, n.ipFiles(f.seenIDs()...))
 }
 
+// TestNPWGAsMultusUsersWriteIt: an element written the NPWG v1.3 way for
+// Multus — an ipam-claim-reference (kubevirt-ipam-controller adds one to VMs
+// with persistent IPs), an empty default-route and another implementation's
+// reverse-domain key — starts the pod with its network; the claim nri-cni
+// does not use is told to the pod's owner with a Warning Event
+// (IPAMClaimNotUsed) naming the claim, not in silence and not by failing
+// the pod.
+func TestNPWGAsMultusUsersWriteIt(t *testing.T) {
+	f := newFixture(t)
+	n := f.newNAD("default", harness.RandomName("nad-v13-"))
+	claim := harness.RandomName("vm-ipam-")
+	pod := f.create(f.pod(harness.RandomName("npwg-v13-"), "default", map[string]string{npwgAnnotation: fmt.Sprintf(
+		`[{"name": %q, "interface": "pod1", "ipam-claim-reference": %q, "default-route": [], "org.example.vm-flavor": "big"}]`,
+		n.Name, claim)}))
+	p := f.waitReady("default", pod.Name)
+	pod1 := f.iface(p, "pod1")
+	assert.True(t, n.contains(pod1.Addrs[0].String()), "pod1 %s from the NAD's own IPAM", pod1.Addrs[0])
+	_, st := f.readySandbox(p)
+	routes, err := netns.DefaultRoutes(st.NetnsPath)
+	require.NoError(t, err)
+	for _, r := range routes {
+		assert.NotContains(t, r, "dev pod1", "default-route [] moves nothing")
+	}
+	msg := f.waitEvent("default", pod.Name, "IPAMClaimNotUsed", claim, "pod1")
+	t.Logf("IPAMClaimNotUsed: %s", msg)
+	for _, ev := range f.events("default", pod.Name) {
+		assert.NotContains(t, ev, "org.example.vm-flavor", "an extension key is a debug log, not an Event")
+	}
+	ns := f.networkStatus("default", pod.Name, 2)
+	assert.Equal(t, "pod1", ns[1].Interface)
+
+	f.deletePod("default", pod.Name)
+	f.waitReleased(f.seenIDs()...)
+	assert.Empty(t, n.ipFiles(f.seenIDs()...))
+}
+
 // TestNADChangedAndDeleted: a NAD changed after a pod attached affects new
 // pods only; deleted, it fails new pods naming it, while the pods attached
 // before are torn down with the config libcni cached at their ADD (both

@@ -22,9 +22,17 @@ import (
 
 // NetRequest asks for one device of Network (a confDir network's name or a
 // NAD's "namespace/name"), with an optional NetworkConfig (JSON object
-// members, "" for none), under request name Name.
+// members, "" for none), under request name Name, of DeviceClass Class (""
+// = the shipped class nri-cni.io).
 type NetRequest struct {
-	Name, Network, Config string
+	Name, Network, Config, Class string
+}
+
+// NetworkConfig is an opaque config for driver nri-cni.io: a NetworkConfig
+// with members (JSON object members).
+func NetworkConfig(members string) *resourcev1.OpaqueDeviceConfiguration {
+	return &resourcev1.OpaqueDeviceConfiguration{Driver: dra.DriverName, Parameters: runtime.RawExtension{
+		Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig",` + members + `}`)}}
 }
 
 // ClaimTemplate is a ResourceClaimTemplate ns/name whose requests each
@@ -32,15 +40,17 @@ type NetRequest struct {
 func ClaimTemplate(ns, name string, labels map[string]string, reqs ...NetRequest) *resourcev1.ResourceClaimTemplate {
 	spec := resourcev1.ResourceClaimSpec{}
 	for _, r := range reqs {
+		class := r.Class
+		if class == "" {
+			class = dra.DriverName
+		}
 		spec.Devices.Requests = append(spec.Devices.Requests, resourcev1.DeviceRequest{Name: r.Name,
-			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: dra.DriverName, Selectors: []resourcev1.DeviceSelector{{
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, Selectors: []resourcev1.DeviceSelector{{
 				CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf(`device.attributes[%q].%s == %q`,
 					dra.DriverName, dra.AttrNetwork, r.Network)}}}}})
 		if r.Config != "" {
 			spec.Devices.Config = append(spec.Devices.Config, resourcev1.DeviceClaimConfiguration{Requests: []string{r.Name},
-				DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
-					Driver: dra.DriverName, Parameters: runtime.RawExtension{
-						Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig",` + r.Config + `}`)}}}})
+				DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: NetworkConfig(r.Config)}})
 		}
 	}
 	return &resourcev1.ResourceClaimTemplate{
