@@ -60,27 +60,37 @@ func (m *Manager) AttachIfAbsent(ctx context.Context, sb Sandbox) (*state.Record
 // operation on the pod ends before ctx's deadline minus the margin, with
 // ErrBusy: the runtime must get its answer in time.
 func (m *Manager) EnsureAttached(ctx context.Context, sb Sandbox, pidless bool) (*state.Record, error) {
-	if sb.Pinned == "" {
-		return nil, nil // no network namespace of its own (host network)
-	}
-	if err := state.ValidID(sb.ID); err != nil {
+	if need, err := m.needsAttach(ctx, sb, pidless); !need || err != nil {
 		return nil, err
-	}
-	if rec, err := m.store.Get(sb.ID); err == nil && rec.Phase != state.PhaseAdding ||
-		err != nil && !errors.Is(err, state.ErrNotFound) {
-		return nil, nil // attached or torn down, or unreadable: known, as for AttachIfAbsent
-	}
-	if p, err := m.planner.Plan(ctx, m.pod(sb)); err == nil && p.Skip != "" {
-		return nil, nil // filtered out, opted out, or not asking (requireAnnotation)
-	}
-	if err := m.Running(sb, pidless); err != nil {
-		return nil, fmt.Errorf("%s: not attaching: %w", PodRef(sb), err)
 	}
 	rec, err := m.attach(ctx, sb, true)
 	if errors.Is(err, ErrKnown) {
 		return nil, nil // attached meanwhile (Run or the resync)
 	}
 	return rec, err
+}
+
+// needsAttach: EnsureAttached's rules — whether sb, about to get a
+// container, has networks to attach that it does not have (an error if it
+// does but the runtime is not running it).
+func (m *Manager) needsAttach(ctx context.Context, sb Sandbox, pidless bool) (bool, error) {
+	if sb.Pinned == "" {
+		return false, nil // no network namespace of its own (host network)
+	}
+	if err := state.ValidID(sb.ID); err != nil {
+		return false, err
+	}
+	if rec, err := m.store.Get(sb.ID); err == nil && rec.Phase != state.PhaseAdding ||
+		err != nil && !errors.Is(err, state.ErrNotFound) {
+		return false, nil // attached or torn down, or unreadable: known, as for AttachIfAbsent
+	}
+	if p, err := m.planner.Plan(ctx, m.pod(sb)); err == nil && p.Skip != "" {
+		return false, nil // filtered out, opted out, or not asking (requireAnnotation)
+	}
+	if err := m.Running(sb, pidless); err != nil {
+		return false, fmt.Errorf("%s: not attaching: %w", PodRef(sb), err)
+	}
+	return true, nil
 }
 
 // Running decides whether a sandbox the runtime lists is one it is really

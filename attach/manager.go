@@ -114,6 +114,8 @@ type Manager struct {
 	live liveSandboxes
 	// onNetns, if set, learns each recorded netns path (the netns watcher).
 	onNetns func(path string)
+	// bg: the background attaches in flight (backgroundAttach).
+	bg *background
 }
 
 // New wires a Manager.
@@ -128,7 +130,7 @@ func New(cfg config.Config, d Deps) *Manager {
 	planner := plan.New(cfg, plan.Catalogue{Local: d.Engine.Networks, NADs: d.NADs, NotReady: ready.NotReady,
 		MultusPrimary: d.Multus})
 	m := &Manager{cfg: cfg, planner: planner, ready: ready, ns: d.Netns, store: d.Store, log: log,
-		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims}
+		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims, bg: newBackground()}
 	if m.routes == nil {
 		m.routes = netns.SetDefaultRoutes
 	}

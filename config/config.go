@@ -81,6 +81,12 @@ type Config struct {
 	// on one container in parallel, so this is for chains known to be safe
 	// (docs/configuration.md).
 	ParallelAttach bool `json:"parallelAttach"`
+	// BackgroundAttach (NRI plugin): RunPodSandbox starts the pod's attach
+	// and answers at once; the pod's first container waits for it at NRI
+	// CreateContainer. The runtime serialises its NRI calls node-wide, so
+	// the CNI chains of a pod storm then run side by side instead of one
+	// after the other under the runtime's lock (docs/configuration.md).
+	BackgroundAttach bool `json:"backgroundAttach"`
 	// StatusInterval: how often every network's plugins are asked for
 	// readiness (CNI STATUS), besides on load and on config change; 0 turns
 	// STATUS off. A network not ready fails the pods that need it at once.

@@ -3,6 +3,8 @@ package nriplugin
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -210,4 +212,37 @@ func TestCreateContainerFinishesAnAttachCutShort(t *testing.T) {
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	require.NoError(t, createContainer(t, p, pod), "the next container")
 	assert.Len(t, f.Cmds(), 2)
+}
+
+// Background attach (backgroundAttach): the ADD fails and so does the
+// rollback's DEL. The first container is refused with the attach's error,
+// and so is every later one while the DEL keeps failing: a record left in
+// phase adding is never taken for an attached pod.
+func TestBackgroundAttachFailedRollbackNeverLetsAContainerThrough(t *testing.T) {
+	dir := t.TempDir()
+	failing := filepath.Join(dir, "fail")
+	require.NoError(t, os.WriteFile(failing, nil, 0o600))
+	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
+		"failOn": "ADD,DEL", "failMsg": "plugin broken", "failWhile": failing}})
+	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
+	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
+	pod := runningPod(f, "sb1", 10)
+	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
+	for i := range 3 {
+		err := createContainer(t, p, pod)
+		require.Error(t, err, "container %d created without its networks", i)
+		assert.Contains(t, err.Error(), "plugin broken")
+	}
+	rec, err := f.Mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAdding, rec.Phase)
+
+	require.NoError(t, os.Remove(failing)) // the plugin works again
+	require.NoError(t, createContainer(t, p, pod))
+	rec, err = f.Mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAttached, rec.Phase)
+	cmds := f.Cmds()
+	assert.Equal(t, "ADD alpha net1", cmds[len(cmds)-1])
 }

@@ -155,6 +155,9 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	if mgr == nil {
 		return errNotConfigured
 	}
+	if mgr.Config().BackgroundAttach {
+		return p.startBackground(ctx, mgr, sb, log)
+	}
 	start := time.Now()
 	rec, err := mgr.Attach(ctx, sb)
 	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
@@ -196,10 +199,13 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
 		return nil, nil, nil
 	}
+	start := time.Now()
 	p.mu.RLock()
 	pidless := pidlessRuntime(p.runtime)
 	p.mu.RUnlock()
-	start := time.Now()
+	if mgr.Config().BackgroundAttach {
+		return nil, nil, p.waitBackground(ctx, mgr, pod, ctr, sb, pidless, start)
+	}
 	rec, err := mgr.EnsureAttached(ctx, sb, pidless)
 	if err == nil && rec == nil {
 		return nil, nil, nil
@@ -212,6 +218,56 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	log.WithField("networks", len(rec.Networks)).Info("attached before the pod's first container (pod created while nri-cni was away)")
 	return nil, nil, nil
+}
+
+// waitBackground (backgroundAttach) waits for the pod's background attach,
+// starting one first if the pod has none in flight and needs one (its
+// attach failed and was reported, or it was created while nri-cni was
+// away): no container of the pod is created before its networks are there.
+// Its error refuses the container; the kubelet retries.
+func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *api.PodSandbox, ctr *api.Container,
+	sb attach.Sandbox, pidless bool, start time.Time) error {
+	found, err := mgr.WaitBackground(ctx, sb.ID)
+	if !found && err == nil {
+		var started bool
+		if started, err = mgr.EnsureBackground(ctx, sb, pidless); started {
+			found, err = mgr.WaitBackground(ctx, sb.ID)
+		}
+	}
+	if err != nil {
+		p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName(),
+			"duration": time.Since(start).Round(time.Microsecond)}).WithError(err).
+			Error("the pod's attach failed or is not done: the container is not created (the kubelet retries)")
+		return err
+	}
+	if found {
+		p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName(),
+			"duration": time.Since(start).Round(time.Microsecond)}).Debug("the pod's attach was waited for")
+	}
+	return nil
+}
+
+// startBackground plans the pod now (a wrong request fails the sandbox at
+// once, as an attach in line would) and hands the attach to the engine's
+// background (backgroundAttach): the runtime is answered without waiting
+// for the CNI chains, and the pod's first CreateContainer waits for them.
+func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, log *logrus.Entry) error {
+	pl, err := mgr.Plan(ctx, sb)
+	if err != nil {
+		if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+			log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
+			return nil
+		}
+		log.WithError(err).Error("attach failed")
+		return err
+	}
+	if pl.Skip != "" {
+		return nil // the engine logs why when it attaches in line; nothing to do
+	}
+	if mgr.StartBackground(sb) {
+		log.Debug("attach started in the background")
+	}
+	return nil
 }
 
 // StopPodSandbox DELs the pod's networks while its netns still exists

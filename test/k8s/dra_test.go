@@ -262,21 +262,14 @@ func TestDRARestarts(t *testing.T) {
 	id, st := f.readySandbox(pod)
 	addr := f.iface(pod, "dra0").Addrs[0].String()
 
-	// nri-cni restarted.
-	synced := w.d.Registrations()
-	_, err := w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
-	require.NoError(t, err)
-	_, err = w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
-	require.NoError(t, err)
-	_, err = w.d.WaitReady(f.ctx, synced+1, waitLong)
-	require.NoError(t, err)
+	f.restartNRICNI()
 	// The kubelet restarted.
 	w.c.StopKubelet()
 	require.NoError(t, w.c.StartKubelet(f.ctx))
 	// containerd restarted.
-	synced = w.d.Registrations()
+	synced := w.d.Registrations()
 	require.NoError(t, w.c.RestartContainerd(f.ctx))
-	_, err = w.d.WaitReady(f.ctx, synced+1, waitLong)
+	_, err := w.d.WaitReady(f.ctx, synced+1, waitLong)
 	require.NoError(t, err)
 	pod = f.waitReady("default", name)
 	id2, st2 := f.readySandbox(pod)
@@ -344,13 +337,7 @@ func TestDRARestartsBetweenPrepareAndRun(t *testing.T) {
 	t.Logf("sandbox refused after the claim was prepared: %s", msg)
 	require.Len(t, f.claimFiles(), 1, "the prepared claim is recorded")
 
-	synced := w.d.Registrations()
-	_, err := w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
-	require.NoError(t, err)
-	_, err = w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
-	require.NoError(t, err)
-	_, err = w.d.WaitReady(f.ctx, synced+1, waitLong)
-	require.NoError(t, err)
+	f.restartNRICNI()
 	w.c.StopKubelet()
 	require.NoError(t, w.c.StartKubelet(f.ctx))
 

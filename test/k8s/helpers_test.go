@@ -298,3 +298,18 @@ func countLog(log, msg, sandbox string) int {
 	}
 	return n
 }
+
+// restartNRICNI replaces nri-cni's DaemonSet pod (kubectl rollout restart)
+// and waits until the new one is connected to the runtime; it returns the
+// new pod's name.
+func (f *fixture) restartNRICNI() string {
+	f.t.Helper()
+	synced := f.w.d.Registrations()
+	_, err := f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
+	require.NoError(f.t, err)
+	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
+	require.NoError(f.t, err)
+	pod, err := f.w.d.WaitReady(f.ctx, synced+1, waitLong)
+	require.NoError(f.t, err)
+	return pod
+}

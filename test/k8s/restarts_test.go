@@ -116,14 +116,7 @@ func TestContainerdAndDaemonSetRestart(t *testing.T) {
 	before, err := f.w.d.Pods(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, before, 1)
-	synced = f.w.d.Registrations()
-	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "restart", "ds/nri-cni")
-	require.NoError(t, err)
-	_, err = f.w.c.Kubectl(f.ctx, "-n", "kube-system", "rollout", "status", "ds/nri-cni", "--timeout=3m")
-	require.NoError(t, err)
-	now, err := f.w.d.WaitReady(f.ctx, synced+1, waitLong)
-	require.NoError(t, err)
-	assert.NotEqual(t, before[0].Name, now, "a new nri-cni pod")
+	assert.NotEqual(t, before[0].Name, f.restartNRICNI(), "a new nri-cni pod")
 	for _, a := range pods {
 		assert.Len(t, f.nodeFiles(a.id), 3, "%s still attached after nri-cni's restart", a.name)
 	}

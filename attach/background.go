@@ -1,0 +1,214 @@
+package attach
+
+// Background attaches. A runtime serialises its NRI calls node-wide
+// (containerd's and CRI-O's NRI adaptation hold one lock over every event),
+// so a CNI chain run inside RunPodSandbox delays every other pod's sandbox on
+// the node: in a storm of 100 pods the chains' times add up (make bench,
+// section density). With backgroundAttach the runtime adapter hands the
+// attach to StartBackground and answers at once; the chains of many pods run
+// in parallel, off the runtime's lock, and the pod's first container waits
+// for its pod's attach (WaitBackground, from NRI CreateContainer), so no
+// container of the pod is created before its networks are there.
+//
+// Contract, per sandbox id (on top of the package's):
+//   - at most one background attach is in flight; a second start is a no-op;
+//   - a Detach cancels the one in flight and waits for it to end (its
+//     rollback included) before tearing down, so a sandbox stopped before
+//     its attach ran is never attached afterwards;
+//   - a success is forgotten at once (a container created later finds the
+//     record); a failure is kept until WaitBackground reports it, once (a
+//     later wait finds nothing and the caller attaches in line, as for a pod
+//     created while nri-cni was away), or the sandbox is torn down.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// Bounds of background attaches.
+const (
+	// BackgroundAttachBudget bounds one pod's background attach (every CNI
+	// call is bounded by cniTimeout besides).
+	BackgroundAttachBudget = 30 * time.Second
+	// backgroundSlots is how many pods' attaches run at once: enough to
+	// overlap plugin execs and I/O, few enough not to starve the runtime
+	// and the kubelet on a small node.
+	backgroundSlots = 4
+)
+
+// ErrAttachPending: the pod's background attach did not end before the
+// runtime's deadline; the runtime's caller retries (the kubelet retries
+// CreateContainer).
+var ErrAttachPending = errors.New("the pod's networks are still being attached; retry")
+
+// inflight is one sandbox's background attach.
+type inflight struct {
+	done   chan struct{} // closed when the attach ended
+	err    error         // its outcome, set before done is closed
+	cancel context.CancelFunc
+}
+
+// background tracks the attaches in flight. Its lock is held only to find,
+// add or drop an entry, never across an attach.
+type background struct {
+	mu    sync.Mutex
+	m     map[string]*inflight
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newBackground() *background {
+	return &background{m: map[string]*inflight{}, slots: make(chan struct{}, backgroundSlots)}
+}
+
+// StartBackground starts sb's attach in the background and returns at once
+// (false when one is in flight already). The attach waits for a free slot,
+// then runs as Attach does, bounded by BackgroundAttachBudget.
+func (m *Manager) StartBackground(sb Sandbox) bool { return m.startBackground(sb, false) }
+
+// EnsureBackground is EnsureAttached's background form, for a container
+// about to be created whose pod has no background attach to wait for (its
+// attach failed and was reported, or the pod was created while nri-cni was
+// away): by the same rules, it starts the attach in the background — as
+// AttachIfAbsent — unless the pod is known, gets no networks or has one in
+// flight already; the caller then waits for it (WaitBackground). A chain
+// slower than the runtime's request deadline thus attaches on a retry too,
+// which an attach in line could never do.
+func (m *Manager) EnsureBackground(ctx context.Context, sb Sandbox, pidless bool) (started bool, err error) {
+	if need, err := m.needsAttach(ctx, sb, pidless); !need || err != nil {
+		return false, err
+	}
+	m.startBackground(sb, true)
+	return true, nil
+}
+
+func (m *Manager) startBackground(sb Sandbox, ifAbsent bool) bool {
+	b := m.bg
+	ctx, cancel := context.WithTimeout(context.Background(), BackgroundAttachBudget)
+	f := &inflight{done: make(chan struct{}), cancel: cancel}
+	b.mu.Lock()
+	if _, ok := b.m[sb.ID]; ok {
+		b.mu.Unlock()
+		cancel()
+		return false
+	}
+	b.m[sb.ID] = f
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		defer cancel()
+		defer close(f.done)
+		select {
+		case b.slots <- struct{}{}:
+		case <-ctx.Done():
+			f.err = fmt.Errorf("%s: background attach: %w", PodRef(sb), context.Cause(ctx))
+			return
+		}
+		defer func() { <-b.slots }()
+		start := time.Now()
+		var rec *state.Record
+		rec, f.err = m.attach(ctx, sb, ifAbsent)
+		if errors.Is(f.err, ErrKnown) {
+			f.err = nil // attached meanwhile (the resync)
+		}
+		log := m.logFor(sb).WithFields(logrus.Fields{"event": "RunPodSandbox", "background": true,
+			"duration": time.Since(start).Round(time.Microsecond)})
+		switch {
+		case f.err != nil:
+			log.WithError(f.err).Error("attach failed: the pod's containers are not created until it attaches")
+		case rec != nil:
+			log.WithField("networks", len(rec.Networks)).Info("attached")
+		}
+		if f.err == nil {
+			// Nothing to report: a container created later finds the record.
+			b.drop(sb.ID, f)
+		}
+	}()
+	return true
+}
+
+// drop forgets id's entry if it is still f.
+func (b *background) drop(id string, f *inflight) {
+	b.mu.Lock()
+	if b.m[id] == f {
+		delete(b.m, id)
+	}
+	b.mu.Unlock()
+}
+
+// WaitBackground waits for sb's background attach, if there is one, until
+// ctx's deadline less the margin, and returns its outcome (found false: no
+// background attach of sb was in flight or uncollected). Still running at
+// the deadline: ErrAttachPending, and the attach goes on.
+func (m *Manager) WaitBackground(ctx context.Context, id string) (found bool, err error) {
+	b := m.bg
+	b.mu.Lock()
+	f, ok := b.m[id]
+	b.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	wctx, cancel := m.beforeDeadline(ctx)
+	defer cancel()
+	select {
+	case <-f.done:
+	case <-wctx.Done():
+		return true, ErrAttachPending
+	}
+	b.drop(id, f)
+	return true, f.err
+}
+
+// cancelBackground cancels sb's background attach, if one is in flight,
+// and waits for it to end (its rollback included) or ctx, whichever comes
+// first. Its entry is dropped: the sandbox is going away.
+func (m *Manager) cancelBackground(ctx context.Context, id string) {
+	b := m.bg
+	b.mu.Lock()
+	f, ok := b.m[id]
+	delete(b.m, id)
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	f.cancel()
+	wctx, cancel := m.beforeDeadline(ctx)
+	defer cancel()
+	select {
+	case <-f.done:
+	case <-wctx.Done():
+	}
+}
+
+// beforeDeadline is ctx ending the margin before its deadline: waiting
+// stops in time for the runtime to get its answer.
+func (m *Manager) beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-m.margin))
+	}
+	return context.WithCancel(ctx)
+}
+
+// Plan is what Attach would attach to sb now (planning only: no namespace,
+// no CNI). A runtime adapter starting a background attach plans first, so a
+// pod whose request is wrong fails at once, as with an attach in line.
+func (m *Manager) Plan(ctx context.Context, sb Sandbox) (plan.Plan, error) {
+	p, err := m.planner.Plan(ctx, m.pod(sb))
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", PodRef(sb), err)
+	}
+	return p, nil
+}
+
+// WaitBackgroundIdle waits until no background attach runs (tests, and a
+// clean shutdown).
+func (m *Manager) WaitBackgroundIdle() { m.bg.wg.Wait() }
