@@ -74,7 +74,8 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		if !k.DRAOn() {
 			return nil
 		}
-		drv, err := startDRA(ctx, cfg, clients, mode, claims, mgr, log)
+		drv, err := kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: mode, Claims: claims, Manager: mgr,
+			Log: log.WithField("component", "dra")})
 		if err != nil {
 			return err
 		}

@@ -2,13 +2,11 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -131,7 +129,15 @@ func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Co
 	resync.AfterSync(a.Watcher.ResyncAll)
 	resync.AfterSync(func() { close(a.synced) })
 	go a.Watcher.Run(ctx, 0)
-	if a.Driver, err = startDRA(ctx, cfg, clients, a.Mode, claims, mgr, log.WithField("component", "dra")); err != nil {
+	// The driver as nri-cni-k8s starts it, publishing without a kubelet;
+	// the no-op chain has every plugin, the simulated node no interface.
+	if cfg.Kubernetes.DRAOn() {
+		a.Driver, err = kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: a.Mode, Claims: claims,
+			Manager: mgr, Log: log.WithField("component", "dra"), PublishOnly: true,
+			FindPlugin: func(string) error { return nil },
+			LinkExists: func(name string) error { return fmt.Errorf("link %s: %w", name, os.ErrNotExist) }})
+	}
+	if err != nil {
 		return a, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 
@@ -222,79 +228,4 @@ func Sandbox(p PodRef) *api.PodSandbox {
 	return &api.PodSandbox{Id: p.SandboxID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations,
 		Pid: 4242, Ips: []string{p.IP},
 		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: p.Netns}}}}
-}
-
-// startDRA is cmd/nri-cni-k8s's startDRA with the driver publishing
-// without a kubelet (dra.Options.PublishOnly): the same inventory, checks,
-// kicks and publishing.
-func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mode *kube.Mode, claims *state.Claims,
-	mgr *attach.Manager, log *logrus.Entry) (*dra.Driver, error) {
-	d := cfg.Kubernetes.DRA
-	if !cfg.Kubernetes.DRAOn() {
-		return nil, nil
-	}
-	status := &dra.StatusCache{Status: mgr.Engine().Status, TTL: cfg.StatusInterval.D()}
-	checker := dra.Checker{
-		FindPlugin: func(string) error { return nil }, // the no-op chain has every plugin
-		LinkExists: func(name string) error { return fmt.Errorf("link %s: %w", name, os.ErrNotExist) },
-		NotReady: func(c dra.Candidate) error {
-			if c.Local {
-				return mgr.Readiness().NotReady(c.Net.Name)
-			}
-			sctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
-			defer cancel()
-			return status.NotReady(sctx, c.Net)
-		},
-	}
-	o := dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
-		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: log, PublishOnly: true,
-		Candidates: func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
-	if d.PublishNADs() {
-		o.WaitFor = mode.Source.WaitForSync
-	}
-	drv := dra.New(o)
-	if d.PublishNADs() {
-		mode.Source.OnChange(drv.Kick)
-		go func() {
-			if mode.Source.WaitForSync(ctx) == nil {
-				drv.Kick()
-			}
-		}()
-	}
-	if err := drv.Start(ctx); err != nil {
-		return nil, err
-	}
-	return drv, nil
-}
-
-// draCandidates is cmd/nri-cni-k8s's: the config dir's networks, then the
-// NADs.
-func draCandidates(local []*cni.Network, nads *kube.NADSource, d *config.DRAConfig) []dra.Candidate {
-	var out []dra.Candidate
-	byName := map[string]*cni.Network{}
-	for _, n := range local {
-		byName[n.Name] = n
-		if len(d.NodeNetworks) == 0 || slices.Contains(d.NodeNetworks, n.Name) {
-			out = append(out, dra.Candidate{Network: n.Name, Net: n, Local: true})
-		}
-	}
-	for _, name := range d.NodeNetworks {
-		if byName[name] == nil {
-			out = append(out, dra.Candidate{Network: name, Err: fmt.Errorf("%w %q (kubernetes.dra.nodeNetworks)", cni.ErrUnknownNetwork, name)})
-		}
-	}
-	if !d.PublishNADs() {
-		return out
-	}
-	for _, e := range nads.List() {
-		c := dra.Candidate{Network: e.Ref.String(), Namespace: e.Ref.Namespace, Net: e.Network, Err: e.Err}
-		if c.Err == nil && c.Net.List == nil {
-			c.Local = true
-			if c.Net = byName[e.Network.Name]; c.Net == nil {
-				c.Err = errors.New("empty spec.config and no config dir network of its name")
-			}
-		}
-		out = append(out, c)
-	}
-	return out
 }

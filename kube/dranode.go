@@ -1,4 +1,4 @@
-package main
+package kube
 
 import (
 	"context"
@@ -12,28 +12,39 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/kube"
 	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/state"
 )
 
-// startDRA registers the DRA driver with the kubelet and keeps this node's
-// ResourceSlice current: the config dir's networks (kubernetes.dra.
-// nodeNetworks) and the NADs the policy allows, each checked here.
-func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mode *kube.Mode, claims *state.Claims,
-	mgr *attach.Manager, log *logrus.Entry) (*dra.Driver, error) {
+// DRANode is what the DRA driver of one node is wired to: nri-cni's
+// engine (its networks, readiness, planner and CNI STATUS), Kubernetes
+// mode's NAD cache and status writer, and the prepared-claim records.
+type DRANode struct {
+	Config  config.Config
+	Clients *Clients
+	Mode    *Mode
+	Claims  *state.Claims
+	Manager *attach.Manager
+	Log     *logrus.Entry
+	// PublishOnly publishes the node's ResourceSlice without registering
+	// with a kubelet (dra.Options.PublishOnly: the fleet simulation).
+	PublishOnly bool
+	// FindPlugin and LinkExists, if set, replace the checks against this
+	// host's binDirs and interfaces (a simulated node has neither).
+	FindPlugin, LinkExists func(string) error
+}
+
+// StartDRA starts the DRA driver and keeps this node's ResourceSlice
+// current: the config dir's networks (kubernetes.dra.nodeNetworks) and the
+// NADs the policy allows, each checked here (plugin binaries, host
+// interface, CNI STATUS) before it is published.
+func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
+	cfg, mgr, mode := n.Config, n.Manager, n.Mode
 	d := cfg.Kubernetes.DRA
 	status := &dra.StatusCache{Status: mgr.Engine().Status, TTL: cfg.StatusInterval.D()}
-	candidates := func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }
 	checker := dra.Checker{
-		FindPlugin: func(typ string) error {
-			_, err := invoke.FindInPath(typ, cfg.BinDirs)
-			return err
-		},
-		LinkExists: func(name string) error {
-			_, err := netlink.LinkByName(name)
-			return err
-		},
+		FindPlugin: n.FindPlugin,
+		LinkExists: n.LinkExists,
 		NotReady: func(c dra.Candidate) error {
 			if c.Local {
 				return mgr.Readiness().NotReady(c.Net.Name) // the readiness reconciler's answer
@@ -43,9 +54,22 @@ func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mod
 			return status.NotReady(sctx, c.Net)
 		},
 	}
-	o := dra.Options{NodeName: clients.NodeName, Client: clients.Core, Config: d, Claims: claims,
-		Planner: mgr.Planner(), Sink: mode.Status, Candidates: candidates, Checker: checker, Limits: cfg.Limits,
-		Log: log.WithField("component", "dra")}
+	if checker.FindPlugin == nil {
+		checker.FindPlugin = func(typ string) error {
+			_, err := invoke.FindInPath(typ, cfg.BinDirs)
+			return err
+		}
+	}
+	if checker.LinkExists == nil {
+		checker.LinkExists = func(name string) error {
+			_, err := netlink.LinkByName(name)
+			return err
+		}
+	}
+	o := dra.Options{NodeName: n.Clients.NodeName, Client: n.Clients.Core, Config: d, Claims: n.Claims,
+		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: n.Log,
+		PublishOnly: n.PublishOnly,
+		Candidates:  func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
 	if d.PublishNADs() {
 		// The first publish waits for the NAD cache (bounded: without the
 		// CRD the config dir's networks go out after a while), so a restart
@@ -69,7 +93,7 @@ func startDRA(ctx context.Context, cfg config.Config, clients *kube.Clients, mod
 
 // draCandidates lists what the node might publish: the config dir's
 // networks (nodeNetworks, or all), then the NADs.
-func draCandidates(local []*cni.Network, nads *kube.NADSource, d *config.DRAConfig) []dra.Candidate {
+func draCandidates(local []*cni.Network, nads *NADSource, d *config.DRAConfig) []dra.Candidate {
 	var out []dra.Candidate
 	byName := map[string]*cni.Network{}
 	for _, n := range local {
