@@ -286,7 +286,7 @@ func (m *Manager) earlier(ctx context.Context, log *logrus.Entry, sb Sandbox, if
 		}
 		// In the sandbox's namespace while it is the one recorded (the
 		// plugins then remove their interfaces too), else empty.
-		if err := m.cni.teardown(ctx, log, rec, m.cni.usableNetns(rec)); err != nil {
+		if err := m.cni.teardownLive(ctx, log, rec); err != nil {
 			return true, nil, fmt.Errorf("cleaning up the earlier attempt for %s: %w", PodRef(sb), err)
 		}
 	case errors.Is(err, state.ErrNotFound):
@@ -371,7 +371,7 @@ func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Re
 	go func() {
 		defer close(done)
 		defer release()
-		if err := m.cni.teardown(context.WithoutCancel(ctx), log, rec, rec.Netns); err != nil {
+		if err := m.cni.teardownLive(context.WithoutCancel(ctx), log, rec); err != nil {
 			log.WithError(err).Error("rollback incomplete: the record is kept for a later retry")
 			return
 		}

@@ -76,19 +76,38 @@ func (o *ops) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.R
 
 // teardown DELs rec's networks in reverse order (all at once with
 // parallelAttach). A DEL that fails in the namespace is retried with an
-// empty one, which still releases IPAM.
+// empty one, which still releases IPAM: for a sandbox going away (Stop,
+// Remove, GC), whose namespace and the interfaces in it go with it.
 func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
+	return o.teardownIn(ctx, log, rec, nsPath, nsPath == "")
+}
+
+// teardownLive DELs rec's networks of a sandbox that lives on (a rollback,
+// an earlier attempt undone before the next ADD, a hot-plug removal): in
+// its namespace while that is the one recorded, and there only. A DEL
+// that fails in it is a failure, not retried with an empty namespace: that
+// would release the address and leave the plugin's interface in the pod
+// (a bridge veth whose ADD was killed by cniTimeout under load), where it
+// blocks every later attach ("interface already exists") and stays on the
+// bridge. The caller keeps the record and retries. Without the recorded
+// namespace (gone), the DEL runs with an empty one, as for teardown.
+func (o *ops) teardownLive(ctx context.Context, log *logrus.Entry, rec *state.Record) error {
+	nsPath := o.usableNetns(rec)
+	return o.teardownIn(ctx, log, rec, nsPath, nsPath == "")
+}
+
+func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string, fallback bool) error {
 	errs := make([]error, len(rec.Networks))
 	one := func(i int) {
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
 		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
-		fallback := o.nadFallback(n)
-		err := o.delWith(ctx, n.Name, fallback, a)
-		if err != nil && nsPath != "" {
+		nadConf := o.nadFallback(n)
+		err := o.delWith(ctx, n.Name, nadConf, a)
+		if err != nil && nsPath != "" && fallback {
 			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")
 			a.Netns = ""
-			err = o.delWith(ctx, n.Name, fallback, a)
+			err = o.delWith(ctx, n.Name, nadConf, a)
 		}
 		if err != nil {
 			nl.WithError(err).Error("CNI DEL failed")

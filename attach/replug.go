@@ -157,8 +157,8 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	gone := map[int]bool{}
 	for k := len(remove) - 1; k >= 0; k-- {
 		n := rec.Networks[remove[k]]
-		one := &state.Record{ID: rec.ID, Networks: []state.Network{n}}
-		if err := m.cni.teardown(ctx, log, one, ns.Path); err != nil {
+		one := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: []state.Network{n}}
+		if err := m.cni.teardownLive(ctx, log, one); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -198,8 +198,8 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		res, err := m.cni.add(ctx, a.Network, cni.Attachment{ContainerID: sb.ID, IfName: a.IfName, Netns: ns.Path, Args: args, CapabilityArgs: a.Caps})
 		if err != nil {
 			nl.WithError(err).Error("hot-plug: CNI ADD failed, rolling back this hot-plug's ADDs")
-			added := &state.Record{ID: rec.ID, Networks: rec.Networks[first : i+1]}
-			if rerr := m.cni.teardown(context.WithoutCancel(ctx), log, added, ns.Path); rerr != nil {
+			added := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: rec.Networks[first : i+1]}
+			if rerr := m.cni.teardownLive(context.WithoutCancel(ctx), log, added); rerr != nil {
 				// Kept (pending) for Stop to DEL again.
 				errs = append(errs, rerr)
 			} else {

@@ -179,3 +179,37 @@ func TestBackgroundAttachRetryOfASlowChain(t *testing.T) {
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "ADD alpha net1"}, f.Cmds())
 }
+
+// The ADD fails and so does the rollback's DEL in the pod's namespace (a
+// bridge plugin killed by cniTimeout under load, whose veth is then left in
+// the pod), while a DEL with an empty namespace would succeed. The sandbox
+// lives on, so the empty-netns DEL must not count as the rollback: it would
+// release the address and forget the interface, and every later attach of
+// the pod would fail on it ("interface already exists"). The record stays;
+// the next attempt DELs in the namespace first, then ADDs.
+func TestBackgroundRollbackDELsInTheLiveNamespace(t *testing.T) {
+	failing := filepath.Join(t.TempDir(), "fail")
+	require.NoError(t, os.WriteFile(failing, nil, 0o600))
+	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
+		"failOn": "ADD,DEL", "failInNetns": true, "failMsg": "timed out", "failWhile": failing}})
+	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
+	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
+	pod := runningPod(f, "sb1", 10)
+	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
+	require.Error(t, createContainer(t, p, pod))
+	for _, c := range f.Calls() {
+		assert.NotEmpty(t, c.Netns, "no %s with an empty netns while the pod's namespace lives", c.Cmd)
+	}
+	rec, err := f.Mgr.Store().Get("sb1")
+	require.NoError(t, err, "the record stays for the retry")
+	assert.Equal(t, state.PhaseAdding, rec.Phase)
+
+	require.NoError(t, os.Remove(failing))
+	require.NoError(t, createContainer(t, p, pod))
+	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "DEL alpha net1", "ADD alpha net1"}, f.Cmds(),
+		"the failed rollback, then the retry: DEL in the namespace, ADD")
+	rec, err = f.Mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAttached, rec.Phase)
+}

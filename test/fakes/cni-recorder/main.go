@@ -5,7 +5,7 @@
 // with "ip"; chained, it passes prevResult through.
 //
 //	{"type": "cni-recorder", "recordFile": "/tmp/x/calls.jsonl",
-//	 "failOn": "ADD", "failMsg": "boom", "failWhile": "/tmp/x/fail", "sleep": "5s", "garbage": false, "crash": false,
+//	 "failOn": "ADD", "failMsg": "boom", "failWhile": "/tmp/x/fail", "failInNetns": false, "sleep": "5s", "garbage": false, "crash": false,
 //	 "holdOn": "DEL", "holdWhile": "/tmp/x/hold", "ip": "10.99.0.5/24",
 //	 "mtu": 9000, "gateway": "10.99.0.1", "routes": [{"dst": "0.0.0.0/0", "gw": "10.99.0.1"}]}
 package main
@@ -32,6 +32,9 @@ type Conf struct {
 	FailMsg    string `json:"failMsg"` // error message
 	// FailWhile, if set, limits failOn to while this file exists.
 	FailWhile string `json:"failWhile"`
+	// FailInNetns limits failOn to calls with a network namespace (a DEL
+	// that fails in the pod's namespace, where an empty-netns DEL works).
+	FailInNetns bool `json:"failInNetns"`
 	Sleep     string `json:"sleep"`   // sleep before answering ADD
 	Garbage   bool   `json:"garbage"` // print non-JSON on ADD
 	Crash     bool   `json:"crash"`   // die on ADD without a word (exit 2)
@@ -113,7 +116,7 @@ func handle(cmd string, a *skel.CmdArgs) error {
 		time.Sleep(d)
 	}
 	for _, c := range strings.Split(conf.FailOn, ",") {
-		if strings.TrimSpace(c) == cmd && failing(conf) {
+		if strings.TrimSpace(c) == cmd && failing(conf) && (!conf.FailInNetns || a.Netns != "") {
 			msg := conf.FailMsg
 			if msg == "" {
 				msg = "cni-recorder: told to fail " + cmd
