@@ -40,8 +40,13 @@ func (r *report) add(row Row) { r.Rows = append(r.Rows, row) }
 
 // check adds a row with a target: met when value <= limit.
 func (r *report) check(section, metric string, value float64, unit string, limit float64, target string) {
+	r.checkNote(section, metric, value, unit, limit, target, "")
+}
+
+// checkNote is check with a note.
+func (r *report) checkNote(section, metric string, value float64, unit string, limit float64, target, note string) {
 	met := value <= limit
-	r.add(Row{Section: section, Metric: metric, Value: value, Unit: unit, Target: target, Met: &met})
+	r.add(Row{Section: section, Metric: metric, Value: value, Unit: unit, Target: target, Met: &met, Note: note})
 }
 
 // env is what every section shares.
@@ -55,7 +60,7 @@ type env struct {
 func main() {
 	out := flag.String("out", "bin/bench.json", "JSON results file")
 	quick := flag.Bool("quick", false, "fewer iterations (smoke run)")
-	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s, multinet")
+	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s, density, multinet, fleet")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -124,7 +129,9 @@ func run(ctx context.Context, quick bool, only string) (*report, error) {
 		{"scale", func() error { return benchScale(ctx, e, rep, n(1000, 200)) }},
 		{"hook", func() error { return benchHook(ctx, e, rep, n(100, 15)) }},
 		{"k8s", func() error { return benchK8s(ctx, e, rep, n(30, 10)) }},
+		{"density", func() error { return benchDensity(ctx, e, rep, n(100, 30), n(densityRounds(), 1)) }},
 		{"multinet", func() error { return benchMultiNet(ctx, e, rep, n(40, 10)) }},
+		{"fleet", func() error { return benchFleet(ctx, e, rep, quick) }},
 	}
 	for _, s := range sections {
 		if only != "" && only != s.name {

@@ -100,13 +100,37 @@ func waitRunPodSandboxTimes(ctx context.Context, logPath, pod string, timeout ti
 // runPodSandboxTimes reads containerd's log for the start and the return of
 // the pod's (first) RunPodSandbox.
 func runPodSandboxTimes(logPath, pod string) (start, ret time.Time, err error) {
-	data, err := os.ReadFile(logPath)
+	err = eachRunPodSandbox(logPath, pod, func(name string, t time.Time, returned bool) {
+		if name != pod {
+			return
+		}
+		if returned && ret.IsZero() {
+			ret = t
+		} else if !returned && start.IsZero() {
+			start = t
+		}
+	})
 	if err != nil {
 		return start, ret, err
 	}
-	needle := `RunPodSandbox for name:\"` + pod + `\"`
+	if start.IsZero() || ret.IsZero() {
+		return start, ret, fmt.Errorf("containerd's log has no RunPodSandbox start and return for pod %s", pod)
+	}
+	return start, ret, nil
+}
+
+// eachRunPodSandbox calls f for each line of containerd's log about a
+// RunPodSandbox of a pod whose name starts with prefix: the pod, the line's
+// time and whether it is the return ("returns sandbox id") or the start.
+func eachRunPodSandbox(logPath, prefix string, f func(pod string, t time.Time, returned bool)) error {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return err
+	}
+	const needle = `RunPodSandbox for name:\"`
 	for _, l := range strings.Split(string(data), "\n") {
-		if !strings.Contains(l, needle) {
+		i := strings.Index(l, needle+prefix)
+		if i < 0 {
 			continue
 		}
 		m := ctdTimeRe.FindStringSubmatch(l)
@@ -117,18 +141,10 @@ func runPodSandboxTimes(logPath, pod string) (start, ret time.Time, err error) {
 		if err != nil {
 			continue
 		}
-		if strings.Contains(l, "returns sandbox id") {
-			if ret.IsZero() {
-				ret = t
-			}
-		} else if start.IsZero() {
-			start = t
-		}
+		name, _, _ := strings.Cut(l[i+len(needle):], `\"`)
+		f(name, t, strings.Contains(l, "returns sandbox id"))
 	}
-	if start.IsZero() || ret.IsZero() {
-		return start, ret, fmt.Errorf("containerd's log has no RunPodSandbox start and return for pod %s", pod)
-	}
-	return start, ret, nil
+	return nil
 }
 
 // benchHotplug: hot-plug on the k8s section's cluster (its overlay turns

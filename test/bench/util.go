@@ -27,13 +27,27 @@ func firstField(text, key string) string {
 
 // rssKiB reads a process's resident set size.
 func rssKiB(pid int) (int, error) {
+	r, err := readRSS(pid)
+	return r.total, err
+}
+
+// rss is a process's resident set: in all, and its parts — anonymous
+// memory (heap, stacks) and file pages (mostly its own binary's).
+type rss struct{ total, anon, file int } // KiB
+
+func readRSS(pid int) (rss, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return rss{}, err
 	}
-	var kib int
-	if i := strings.Index(string(data), "VmRSS:"); i >= 0 {
-		_, _ = fmt.Sscanf(string(data[i:]), "VmRSS: %d", &kib)
+	var r rss
+	for _, f := range []struct {
+		key string
+		to  *int
+	}{{"VmRSS:", &r.total}, {"RssAnon:", &r.anon}, {"RssFile:", &r.file}} {
+		if i := strings.Index(string(data), f.key); i >= 0 {
+			_, _ = fmt.Sscanf(string(data[i+len(f.key):]), "%d", f.to)
+		}
 	}
-	return kib, nil
+	return r, nil
 }

@@ -90,6 +90,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 		log.WithField("addr", *metricsAddr).Info("serving /metrics and /healthz")
 	}
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
+	go releaseAfterStart(ctx, log)
 	if err := nriplugin.RunExternal(ctx, plugin, *socket, *name, *idx, log); err != nil {
 		log.WithError(err).Error("nri-cni stopped")
 		return 1
