@@ -34,11 +34,11 @@ type Conf struct {
 	FailWhile string `json:"failWhile"`
 	// FailInNetns limits failOn to calls with a network namespace (a DEL
 	// that fails in the pod's namespace, where an empty-netns DEL works).
-	FailInNetns bool `json:"failInNetns"`
-	Sleep     string `json:"sleep"`   // sleep before answering ADD
-	Garbage   bool   `json:"garbage"` // print non-JSON on ADD
-	Crash     bool   `json:"crash"`   // die on ADD without a word (exit 2)
-	IP        string `json:"ip"`      // address to return when first in chain
+	FailInNetns bool   `json:"failInNetns"`
+	Sleep       string `json:"sleep"`   // sleep before answering ADD
+	Garbage     bool   `json:"garbage"` // print non-JSON on ADD
+	Crash       bool   `json:"crash"`   // die on ADD without a word (exit 2)
+	IP          string `json:"ip"`      // address to return when first in chain
 	// MTU, Gateway and Routes go into that result too (its interface's
 	// MTU, the address's gateway, the routes).
 	MTU     int            `json:"mtu"`
