@@ -162,12 +162,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	rec, err := mgr.Attach(ctx, sb)
 	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
 	if err != nil {
-		if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
-			log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
-			return nil
-		}
-		log.WithError(err).Error("attach failed")
-		return err
+		return attachFailed(mgr, log, err)
 	}
 	if rec != nil {
 		log.WithField("networks", len(rec.Networks)).Info("attached")
@@ -254,12 +249,7 @@ func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *a
 func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, log *logrus.Entry) error {
 	pl, err := mgr.Plan(ctx, sb)
 	if err != nil {
-		if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
-			log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
-			return nil
-		}
-		log.WithError(err).Error("attach failed")
-		return err
+		return attachFailed(mgr, log, err)
 	}
 	if pl.Skip != "" {
 		return nil // the engine logs why when it attaches in line; nothing to do
@@ -268,6 +258,18 @@ func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb at
 		log.Debug("attach started in the background")
 	}
 	return nil
+}
+
+// attachFailed logs a failed RunPodSandbox attach and returns what the
+// runtime gets: the error, or nil with failurePolicy "ignore" (the pod
+// starts without nri-cni's networks).
+func attachFailed(mgr *attach.Manager, log *logrus.Entry, err error) error {
+	if mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
+		log.WithError(err).Error("attach failed; failurePolicy ignore: the pod starts without nri-cni's networks")
+		return nil
+	}
+	log.WithError(err).Error("attach failed")
+	return err
 }
 
 // StopPodSandbox DELs the pod's networks while its netns still exists

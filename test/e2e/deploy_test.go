@@ -252,8 +252,15 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 		return id, st
 	}
 	id, st := run("deploy-net1", "e2e-deploy")
-	itf, ok, err := harness.PodIface(st.NetnsPath, "net1")
-	require.NoError(t, err)
+	// deploy/base attaches in the background (backgroundAttach): a sandbox
+	// without containers, as here, gets net1 moments after RunPodSandbox
+	// answered (a container would wait for it at CreateContainer).
+	var itf harness.Iface
+	ok := false
+	for deadline := time.Now().Add(30 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		itf, ok, err = harness.PodIface(st.NetnsPath, "net1")
+		require.NoError(t, err)
+	}
 	require.True(t, ok, "net1 in the pod")
 	require.Len(t, itf.Addrs, 1)
 	assert.True(t, secondary.Contains(itf.Addrs[0].IP), "%s in %s", itf.Addrs[0].IP, subnet)
