@@ -42,10 +42,14 @@ lint: ## gofmt and go vet.
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# go test's default 10-minute limit per package is less than the Kubernetes
+# tier takes on a loaded 2-core machine.
+K8S_TIMEOUT ?= 40m
+
 test: build lint ## Everything: unit tests (-race) and, as root, the privileged tests.
 	$(call install_tools,all)
-	$(GO) test -race -count=1 $(filter-out $(K8S_PKGS),$(ALL_PKGS))
-	$(GO) test -race -count=1 -p 1 $(K8S_PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(filter-out $(K8S_PKGS),$(ALL_PKGS))
+	$(GO) test -race -count=1 -p 1 -timeout $(K8S_TIMEOUT) $(K8S_PKGS)
 
 test-unit: ## Unit tests only (no root needed).
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -60,7 +64,7 @@ e2e: ## End-to-end tests against a real containerd 2.x and CRI-O 1.36 (both pid 
 
 e2e-k8s: ## Kubernetes tier (root): kubelet + API server on containerd, then on CRI-O, nri-cni's image and deploy/base applied with kubectl, pods through the API; RBAC, policies and the chart against the API server. K8S_VERSION=v1.34.4 for the oldest supported.
 	$(call install_tools,$(TOOLS_K8S) helm)
-	$(GO) test -count=1 -p 1 -v $(K8S_PKGS)
+	$(GO) test -count=1 -p 1 -timeout $(K8S_TIMEOUT) -v $(K8S_PKGS)
 
 # The demos need root: say so before building anything. They are built like
 # the tools (one line, the go tool's output in bin/<demo>.log), then run.

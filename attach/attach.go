@@ -174,12 +174,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	if p.Skip != "" {
-		l := log.WithField("reason", p.Skip)
-		if p.Skip == plan.SkipNotRequested {
-			l.Debug("no networks for this sandbox")
-		} else {
-			l.Info("no networks for this sandbox")
-		}
+		m.logSkip(log, p.Skip)
 		return nil, nil
 	}
 	// Before the intent record, so a failure leaves nothing half done: a
@@ -259,6 +254,16 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	attached = rec
 	m.report.noted(log, sb, p.Notes, nil)
 	return rec, nil
+}
+
+// logSkip logs why a sandbox gets no networks (a pod not asking, at debug).
+func (m *Manager) logSkip(log *logrus.Entry, reason string) {
+	l := log.WithField("reason", reason)
+	if reason == plan.SkipNotRequested {
+		l.Debug("no networks for this sandbox")
+	} else {
+		l.Info("no networks for this sandbox")
+	}
 }
 
 // earlier handles what nri-cni already knows of sb (its lock held): done

@@ -29,7 +29,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -198,15 +197,23 @@ func (m *Manager) beforeDeadline(ctx context.Context) (context.Context, context.
 	return context.WithCancel(ctx)
 }
 
-// Plan is what Attach would attach to sb now (planning only: no namespace,
-// no CNI). A runtime adapter starting a background attach plans first, so a
-// pod whose request is wrong fails at once, as with an attach in line.
-func (m *Manager) Plan(ctx context.Context, sb Sandbox) (plan.Plan, error) {
+// PlanFirst plans sb as Attach would (planning only: no namespace, no CNI)
+// and tells what Attach would: a refusal is reported (the pod's Warning
+// Event) and returned, a pod that gets nothing is logged with the reason
+// (skip true). A runtime adapter starting a background attach plans first,
+// so a pod whose request is wrong fails at once, as with an attach in line.
+func (m *Manager) PlanFirst(ctx context.Context, sb Sandbox) (skip bool, err error) {
 	p, err := m.planner.Plan(ctx, m.pod(sb))
 	if err != nil {
-		return p, fmt.Errorf("%s: %w", PodRef(sb), err)
+		err = fmt.Errorf("%s: %w", PodRef(sb), err)
+		m.report.failed(sb, "", err)
+		return false, err
 	}
-	return p, nil
+	if p.Skip != "" {
+		m.logSkip(m.logFor(sb), p.Skip)
+		return true, nil
+	}
+	return false, nil
 }
 
 // WaitBackgroundIdle waits until no background attach runs (tests, and a

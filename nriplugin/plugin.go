@@ -247,12 +247,12 @@ func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *a
 // background (backgroundAttach): the runtime is answered without waiting
 // for the CNI chains, and the pod's first CreateContainer waits for them.
 func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, log *logrus.Entry) error {
-	pl, err := mgr.Plan(ctx, sb)
+	skip, err := mgr.PlanFirst(ctx, sb)
 	if err != nil {
 		return attachFailed(mgr, log, err)
 	}
-	if pl.Skip != "" {
-		return nil // the engine logs why when it attaches in line; nothing to do
+	if skip {
+		return nil // logged with the reason
 	}
 	if mgr.StartBackground(sb) {
 		log.Debug("attach started in the background")
