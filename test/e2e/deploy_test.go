@@ -277,6 +277,9 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	assertHostUntouched(t, before, netName)
 
 	_, sysSt := run("deploy-sys", "kube-system")
+	// What must not happen would happen in the background, moments after
+	// RunPodSandbox answered: give it the time net1 took above, and more.
+	time.Sleep(2 * time.Second)
 	_, ok, err = harness.PodIface(sysSt.NetnsPath, "net1")
 	require.NoError(t, err)
 	assert.False(t, ok, "kube-system is excluded by the ConfigMap")
@@ -287,6 +290,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	pods = append(pods, plainID)
 	plainSt, err := cri.PodStatus(ctx, plainID)
 	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // as above
 	_, ok, err = harness.PodIface(plainSt.NetnsPath, "net1")
 	require.NoError(t, err)
 	assert.False(t, ok, "an unannotated pod gets no secondary network")
