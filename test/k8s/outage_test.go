@@ -134,12 +134,18 @@ func TestAPIServerOutage(t *testing.T) {
 	assert.Equal(t, 1, countLog(f.nriCNILog(), "network detached", oldID), "the old sandbox torn down once")
 }
 
-// net1Of is net1's address (CIDR) in the sandbox's netns.
+// net1Of is net1's address (CIDR) in the sandbox's netns, waited for: a
+// sandbox is ready when RunPodSandbox answered, and deploy/base attaches in
+// the background (before the pod's first container).
 func (f *fixture) net1Of(id string) string {
 	f.t.Helper()
 	st, err := f.cri.PodStatus(f.ctx, id)
 	require.NoError(f.t, err)
-	addr, ok := f.net1(st.NetnsPath)
-	require.True(f.t, ok, "net1 in sandbox %s", id)
+	var addr string
+	f.waitFor("net1 with its address in sandbox "+id, waitLong, func() (bool, string) {
+		var ok bool
+		addr, ok = f.net1(st.NetnsPath)
+		return ok && addr != "", "not yet"
+	})
 	return addr
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -43,11 +44,18 @@ func TestPauseKilled(t *testing.T) {
 		newID = ready[0]
 		return newID != oldID, "ready sandbox " + newID
 	})
+	// The pod's Ready condition may still be the old sandbox's, and the
+	// new sandbox is ready as soon as RunPodSandbox answered: deploy/base
+	// attaches in the background, before the pod's first container, so the
+	// attach may still be under way here. Wait for what it leaves.
+	f.waitFor("the new sandbox's record, address and cache entry", waitLong, func() (bool, string) {
+		files := f.nodeFiles(newID)
+		return len(files) == 3, fmt.Sprintf("%v", files)
+	})
 	_, st := f.readySandbox(pod)
 	_, ok := f.net1(st.NetnsPath)
 	assert.True(t, ok, "net1 in the new sandbox")
 	f.waitReleased(oldID)
-	assert.Len(t, f.nodeFiles(newID), 3, "the new sandbox's record, address and cache entry")
 
 	log := f.nriCNILog()
 	assert.Equal(t, 1, countLog(log, "network attached", oldID), "one ADD for the old sandbox")
