@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,7 +89,7 @@ func plainPod(t *testing.T, runtime string) {
 
 	tools, err := cluster.EnsureTools(ctx)
 	require.NoError(t, err)
-	before := viewHost(t)
+	before := healedHost(t)
 
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Audit: true, Logf: t.Logf, Runtime: runtime})
@@ -211,7 +213,7 @@ func TestClusterSharedHostState(t *testing.T) {
 	defer cancel()
 	tools, err := cluster.EnsureTools(ctx)
 	require.NoError(t, err)
-	before := viewHost(t)
+	before := healedHost(t)
 
 	a, err := cluster.Start(ctx, cluster.Opts{Tools: tools})
 	require.NoError(t, err)
@@ -249,6 +251,108 @@ func TestClusterSharedHostState(t *testing.T) {
 	require.NoError(t, b.Close(ctx))
 	assertRestored(t, before, viewHost(t), b.Dir)
 	assertRestored(t, before, viewHost(t), a.Dir)
+}
+
+// healedHost is the host as it was before any cluster: what a run killed
+// earlier on this machine left (a CI job cancelled in the Kubernetes tier) is
+// undone first, or it would be taken for the host's own state (the registry,
+// tunables and blackhole such a run leaves are restored by the next Close).
+func healedHost(t *testing.T) hostView {
+	t.Helper()
+	require.NoError(t, cluster.HealHost(), "healing what a killed run left")
+	return viewHost(t)
+}
+
+// childEnv names the file a cluster started by TestClusterKilledRunIsHealed's
+// child process describes itself in.
+const childEnv = "NRI_CNI_CLUSTER_CHILD"
+
+type childCluster struct {
+	Dir, Link, Bridge string
+}
+
+// TestClusterKilledRunIsHealed: a test process killed while its cluster runs
+// (go test's -timeout, a cancelled CI job) leaves the cluster's components
+// running and the host changed (tunables, the kubelet's default paths, the
+// Service range's blackhole); HealHost, which every cluster test calls before
+// looking at the host, ends those processes and puts the host back.
+func TestClusterKilledRunIsHealed(t *testing.T) {
+	testenv.RequireRoot(t)
+	if cluster.ClustersRunning() > 0 {
+		// The shared host state is held by a live cluster of another test
+		// package; healing would only sweep, so the comparison is not possible.
+		t.Skip("another cluster runs on this host (test packages in parallel): run with -p 1, as make test does")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err := cluster.EnsureTools(ctx)
+	require.NoError(t, err)
+	before := healedHost(t)
+
+	info := filepath.Join(t.TempDir(), "child.json")
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+info)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		assert.NoError(t, cluster.HealHost())
+	})
+	var child childCluster
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(info)
+		return err == nil && json.Unmarshal(data, &child) == nil && child.Dir != ""
+	}, 5*time.Minute, 100*time.Millisecond, "the child's cluster never came up:\n%s", out)
+	running := viewHost(t)
+	require.NotEmpty(t, processesMentioning(child.Dir), "the child's cluster components")
+	require.True(t, running.blackholed, "the Service range blackholed while the child's cluster runs")
+
+	require.NoError(t, cmd.Process.Kill()) // the test process only: its components run on
+	_ = cmd.Wait()
+	require.NotEmpty(t, processesMentioning(child.Dir), "components outlive their killed test process")
+
+	require.NoError(t, cluster.HealHost())
+	after := viewHost(t)
+	before.ourLinks = []string{child.Link, child.Bridge}
+	assertRestored(t, before, after, child.Dir)
+	_, err = os.Stat(child.Dir)
+	assert.True(t, os.IsNotExist(err), "the killed cluster's dir removed")
+}
+
+// TestMain runs TestClusterKilledRunIsHealed's child when asked to.
+func TestMain(m *testing.M) {
+	if info := os.Getenv(childEnv); info != "" {
+		os.Exit(runChild(info))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild is TestClusterKilledRunIsHealed's child process: it starts a
+// cluster, describes it in the file info and waits to be killed.
+func runChild(info string) int {
+	ctx := context.Background()
+	tools, err := cluster.EnsureTools(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	c, err := cluster.Start(ctx, cluster.Opts{Tools: tools, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	data, _ := json.Marshal(childCluster{Dir: c.Dir, Link: c.Link, Bridge: c.PrimaryBridge()})
+	if err := os.WriteFile(info+".tmp", data, 0o644); err == nil {
+		err = os.Rename(info+".tmp", info)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		_ = c.Close(ctx)
+		return 1
+	}
+	select {} // killed by the parent
 }
 
 // assertRestored compares the host after Close with before: the cluster's

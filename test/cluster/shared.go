@@ -111,6 +111,41 @@ func leaveHost(id string) error {
 	})
 }
 
+// HealHost undoes what clusters whose test process died left on the host:
+// it sweeps them (processes, mounts, cgroups, interfaces, dirs) and, when no
+// cluster is left running, restores the recorded original host state and
+// removes the registry. Start does the sweep too but keeps the original state
+// recorded for the clusters to come; a test that compares the host before and
+// after calls HealHost first, so a run killed earlier on this machine (by a
+// -timeout, or a CI job cancelled) is not taken for the host as it was.
+func HealHost() error {
+	return withSharedLock(func() error {
+		if _, err := os.Stat(sharedDir); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if liveUsers() > 0 {
+			return nil
+		}
+		var errs []error
+		data, err := os.ReadFile(filepath.Join(sharedDir, "original.json"))
+		switch {
+		case err == nil:
+			var o original
+			if err := json.Unmarshal(data, &o); err != nil {
+				errs = append(errs, fmt.Errorf("cluster registry %s: %w", sharedDir, err))
+			} else {
+				errs = append(errs, o.restore())
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			errs = append(errs, fmt.Errorf("cluster registry: %w", err))
+		}
+		if err := os.RemoveAll(sharedDir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", sharedDir, err))
+		}
+		return errors.Join(errs...)
+	})
+}
+
 func recordOriginal() original {
 	o := original{Sysctls: ReadSysctls(), ServiceRoute: hostRoutesServiceRange()}
 	for _, d := range append([]string{varLogContainers}, devicePluginDirs...) {
