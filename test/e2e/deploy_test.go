@@ -87,8 +87,11 @@ func TestDeployImage(t *testing.T) {
 	entry := cfg.Config.Entrypoint
 	run := func(mounts []string, args ...string) (string, error) {
 		// ctr's trailing args replace the whole argv, so the entrypoint leads.
-		a := append([]string{"run", "--rm"}, mounts...)
-		a = append(append(a, img.Tag, harness.RandomName("ncimg")), slices.Concat(entry, args)...)
+		// Its own cgroup, which goes with it (ctr's default, /<namespace>/<id>,
+		// leaves /<namespace> behind).
+		id := harness.RandomName("ncimg")
+		a := append([]string{"run", "--rm", "--cgroup", "/" + id}, mounts...)
+		a = append(append(a, img.Tag, id), slices.Concat(entry, args)...)
 		cmd := ctrCmd(ctx, ns, a...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr // ctr's own warnings

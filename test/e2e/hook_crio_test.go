@@ -125,7 +125,7 @@ func (e *crioHooks) runPodWithContainer(pod harness.PodSpec) (podID, ctrID strin
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER},
 			}},
 		},
-		SandboxConfig: harness.SandboxConfig(pod),
+		SandboxConfig: e.cri.SandboxConfig(pod),
 	})
 	if err != nil {
 		return podID, "", err

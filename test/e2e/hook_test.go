@@ -29,11 +29,14 @@ func TestCtrRunWithHooks(t *testing.T) {
 
 	runc := filepath.Join(world.tools.RuncDir, "runc")
 	bundleDir := filepath.Join(dir, "bundle")
+	id := harness.RandomName("ctr")
 	b := testenv.BusyboxBundle(t, runc, bundleDir, []string{"sh", "-c", "ip -4 addr show dev net1"},
 		testenv.NRICNIHooks(world.bin, cfgPath), func(s *specs.Spec) {
 			s.Root.Path = filepath.Join(bundleDir, "rootfs") // ctr takes the whole spec: absolute rootfs
+			// Its own cgroup, which runc removes with it (containerd's
+			// default, /<namespace>/<id>, leaves /<namespace> behind).
+			s.Linux.CgroupsPath = "/" + id
 		})
-	id := harness.RandomName("ctr")
 	ctr := filepath.Join(world.tools.ContainerdDir, "ctr")
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, ctr, "--address", world.ctd.Address, "-n", "nri-cni-e2e", "run", "--rm",

@@ -20,17 +20,7 @@ type ContainerSpec struct {
 // created from pod (CRI wants the sandbox's config again, as the kubelet
 // sends it), and returns the container's id. It does not start it.
 func (c *CRI) CreateContainer(ctx context.Context, podID string, pod PodSpec, ctr ContainerSpec) (string, error) {
-	sandbox := SandboxConfig(pod)
-	if len(c.Labels) > 0 { // as RunPod labelled the sandbox
-		labels := map[string]string{}
-		for k, v := range sandbox.Labels {
-			labels[k] = v
-		}
-		for k, v := range c.Labels {
-			labels[k] = v
-		}
-		sandbox.Labels = labels
-	}
+	sandbox := c.SandboxConfig(pod) // as RunPod sent it
 	resp, err := c.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: podID,
 		Config: &runtimeapi.ContainerConfig{

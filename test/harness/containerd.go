@@ -185,7 +185,8 @@ func (c *Containerd) Restart(ctx context.Context) error {
 
 // Close stops and removes every pod, stops containerd, ends the shims it
 // left (found by their private address, killed by pid), unmounts whatever
-// is mounted under Dir and deletes the primary bridge. It does not remove Dir.
+// is mounted under Dir, removes the pods' cgroup parent and deletes the
+// primary bridge. It does not remove Dir.
 func (c *Containerd) Close(ctx context.Context) error {
 	var errs []error
 	if cri, err := DialCRI(ctx, c.Address); err == nil {
@@ -197,6 +198,9 @@ func (c *Containerd) Close(ctx context.Context) error {
 	c.terminate(10 * time.Second)
 	c.killLeftovers()
 	if err := UnmountUnder(c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removePodCgroupParent(c.Address); err != nil {
 		errs = append(errs, err)
 	}
 	_ = exec.Command("ip", "link", "del", c.PrimaryBridge).Run()

@@ -18,6 +18,11 @@ type CRI struct {
 	// Labels are put on every pod RunPod creates (e.g. the test that owns
 	// it, so its cleanup can find the pods through CRI).
 	Labels map[string]string
+	// cgroupParent is the pods' cgroup parent: one per runtime (derived
+	// from its socket), removed by the runtime harness's Close. Left empty,
+	// containerd would put pods under /k8s.io and CRI-O under /crio, shared
+	// by every runtime on the host and never removed.
+	cgroupParent string
 }
 
 // DialCRI connects to the CRI runtime service at socket (a filesystem path)
@@ -28,7 +33,7 @@ func DialCRI(ctx context.Context, socket string) (*CRI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial CRI %s: %w", socket, err)
 	}
-	c := &CRI{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn)}
+	c := &CRI{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), cgroupParent: PodCgroupParent(socket)}
 	if _, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("CRI Version on %s: %w", socket, err)
@@ -55,8 +60,26 @@ type PodSpec struct {
 	PidPerContainer bool
 }
 
-// SandboxConfig turns spec into the PodSandboxConfig RunPod sends.
-func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
+// SandboxConfig is the PodSandboxConfig RunPod sends for spec: the client's
+// Labels added to the pod's, its runtime's cgroup parent. CreateContainer
+// sends it again, as the kubelet does.
+func (c *CRI) SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
+	if len(c.Labels) > 0 {
+		labels := map[string]string{}
+		for k, v := range spec.Labels {
+			labels[k] = v
+		}
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		spec.Labels = labels
+	}
+	cfg := sandboxConfig(spec)
+	cfg.Linux.CgroupParent = c.cgroupParent
+	return cfg
+}
+
+func sandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 	host := spec.Name
 	if len(host) > 63 {
 		host = host[:63]
@@ -85,7 +108,6 @@ func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 		Labels:       spec.Labels,
 		Annotations:  spec.Annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: "",
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: mode, Pid: pid},
 			},
@@ -96,18 +118,8 @@ func SandboxConfig(spec PodSpec) *runtimeapi.PodSandboxConfig {
 // RunPod creates and starts a pod sandbox and returns its id. The client's
 // Labels are added to the pod's.
 func (c *CRI) RunPod(ctx context.Context, spec PodSpec) (string, error) {
-	if len(c.Labels) > 0 {
-		labels := map[string]string{}
-		for k, v := range spec.Labels {
-			labels[k] = v
-		}
-		for k, v := range c.Labels {
-			labels[k] = v
-		}
-		spec.Labels = labels
-	}
 	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{
-		Config:         SandboxConfig(spec),
+		Config:         c.SandboxConfig(spec),
 		RuntimeHandler: "",
 	})
 	if err != nil {

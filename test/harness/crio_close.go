@@ -44,6 +44,9 @@ func (c *CRIO) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := removePodCgroupParent(c.Address); err != nil {
+		errs = append(errs, err)
+	}
 	cached, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", c.PrimaryNetwork+"-*"))
 	for _, f := range cached {
 		_ = os.Remove(f)
@@ -182,14 +185,15 @@ func inCgroupOf(pid int, ids map[string]bool) bool {
 }
 
 // cgroups lists the cgroup dirs named after one of ids (crio-<id>,
-// crio-conmon-<id>) in every mounted hierarchy, at the root and under
-// CRI-O's default cgroupfs parent /crio.
+// crio-conmon-<id>) in every mounted hierarchy, at the root, under CRI-O's
+// default cgroupfs parent /crio and under the parent the harness's CRI
+// clients give their pods.
 func (c *CRIO) cgroups(ids map[string]bool) []string {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
 	roots = append(roots, "/sys/fs/cgroup")
 	var out []string
 	for _, r := range roots {
-		for _, parent := range []string{r, filepath.Join(r, "crio")} {
+		for _, parent := range []string{r, filepath.Join(r, "crio"), filepath.Join(r, PodCgroupParent(c.Address))} {
 			entries, _ := os.ReadDir(parent)
 			for _, e := range entries {
 				if !e.IsDir() {

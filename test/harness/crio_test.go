@@ -116,7 +116,7 @@ func startObserver(ctx context.Context, t *testing.T, c *harness.CRIO) *harness.
 // namespace) CRI-O always keeps the infra container, whatever
 // drop_infra_ctr says.
 func (w *crioWorld) runPod(ctx context.Context, spec harness.PodSpec) (string, error) {
-	cfg := harness.SandboxConfig(spec)
+	cfg := w.cri.SandboxConfig(spec)
 	cfg.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_CONTAINER
 	resp, err := w.cri.Runtime().RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
