@@ -261,3 +261,28 @@ func TestCorruptRecordIsSkippedNotFatal(t *testing.T) {
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
 	assert.NoFileExists(t, filepath.Join(f.Cfg.StateDir, "sb1.json"))
 }
+
+// A sandbox going away (Stop): a DEL that fails in its namespace is retried
+// with an empty one, which still releases IPAM, and the record is torn down
+// (Remove drops it). (The
+// rule that keeps a live sandbox's DEL in its namespace, teardownLive, is
+// for rollbacks and hot-plug removals only.)
+func TestStopRetriesAFailedDELWithAnEmptyNetns(t *testing.T) {
+	failing := filepath.Join(t.TempDir(), "fail")
+	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
+		"failOn": "DEL", "failInNetns": true, "failMsg": "namespace busy", "failWhile": failing}})
+	sb := attachtest.Pod("sb1", 42)
+	_, err := f.Mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(failing, nil, 0o600))
+
+	require.NoError(t, f.Mgr.Detach(context.Background(), sb, false))
+	calls := f.Calls()
+	require.Len(t, calls, 3, "ADD, DEL in the namespace, DEL with an empty one")
+	assert.NotEmpty(t, calls[1].Netns)
+	assert.Equal(t, "DEL", calls[2].Cmd)
+	assert.Empty(t, calls[2].Netns)
+	rec, err := f.Mgr.Store().Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseTornDown, rec.Phase)
+}

@@ -79,7 +79,7 @@ func (o *ops) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.R
 // empty one, which still releases IPAM: for a sandbox going away (Stop,
 // Remove, GC), whose namespace and the interfaces in it go with it.
 func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
-	return o.teardownIn(ctx, log, rec, nsPath, nsPath == "")
+	return o.teardownIn(ctx, log, rec, nsPath, true)
 }
 
 // teardownLive DELs rec's networks of a sandbox that lives on (a rollback,
@@ -92,11 +92,12 @@ func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record
 // bridge. The caller keeps the record and retries. Without the recorded
 // namespace (gone), the DEL runs with an empty one, as for teardown.
 func (o *ops) teardownLive(ctx context.Context, log *logrus.Entry, rec *state.Record) error {
-	nsPath := o.usableNetns(rec)
-	return o.teardownIn(ctx, log, rec, nsPath, nsPath == "")
+	return o.teardownIn(ctx, log, rec, o.usableNetns(rec), false)
 }
 
-func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string, fallback bool) error {
+// teardownIn DELs rec's networks in nsPath; emptyNetnsRetry: a DEL that
+// fails in the namespace is retried with an empty one.
+func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string, emptyNetnsRetry bool) error {
 	errs := make([]error, len(rec.Networks))
 	one := func(i int) {
 		n := rec.Networks[i]
@@ -104,7 +105,7 @@ func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Reco
 		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
 		nadConf := o.nadFallback(n)
 		err := o.delWith(ctx, n.Name, nadConf, a)
-		if err != nil && nsPath != "" && fallback {
+		if err != nil && nsPath != "" && emptyNetnsRetry {
 			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")
 			a.Netns = ""
 			err = o.delWith(ctx, n.Name, nadConf, a)
