@@ -5,10 +5,11 @@ package attach
 // so a CNI chain run inside RunPodSandbox delays every other pod's sandbox on
 // the node: in a storm of 100 pods the chains' times add up (make bench,
 // section density). With backgroundAttach the runtime adapter hands the
-// attach to StartBackground and answers at once; the chains of many pods run
-// in parallel, off the runtime's lock, and the pod's first container waits
-// for its pod's attach (WaitBackground, from NRI CreateContainer), so no
-// container of the pod is created before its networks are there.
+// attach to the Manager's Background().Start and answers at once; the chains
+// of many pods run in parallel, off the runtime's lock, and the pod's first
+// container waits for its pod's attach (Background().Wait, from NRI
+// CreateContainer), so no container of the pod is created before its
+// networks are there.
 //
 // Contract, per sandbox id (on top of the package's):
 //   - at most one background attach is in flight; a second start is a no-op;
@@ -16,7 +17,7 @@ package attach
 //     rollback included) before tearing down, so a sandbox stopped before
 //     its attach ran is never attached afterwards;
 //   - a success is forgotten at once (a container created later finds the
-//     record); a failure is kept until WaitBackground reports it, once (a
+//     record); a failure is kept until Wait reports it, once (a
 //     later wait finds nothing and the caller attaches in line, as for a pod
 //     created while nri-cni was away), or the sandbox is torn down.
 
@@ -55,51 +56,53 @@ type inflight struct {
 	cancel context.CancelFunc
 }
 
-// background tracks the attaches in flight. Its lock is held only to find,
-// add or drop an entry, never across an attach.
-type background struct {
-	mu    sync.Mutex
-	m     map[string]*inflight
-	slots chan struct{}
-	wg    sync.WaitGroup
+// Background runs a Manager's background attaches and tracks those in
+// flight. Its lock is held only to find, add or drop an entry, never across
+// an attach.
+type Background struct {
+	m        *Manager
+	mu       sync.Mutex
+	inflight map[string]*inflight
+	slots    chan struct{}
+	wg       sync.WaitGroup
 }
 
-func newBackground() *background {
-	return &background{m: map[string]*inflight{}, slots: make(chan struct{}, backgroundSlots)}
+func newBackground(m *Manager) *Background {
+	return &Background{m: m, inflight: map[string]*inflight{}, slots: make(chan struct{}, backgroundSlots)}
 }
 
-// StartBackground starts sb's attach in the background and returns at once
-// (false when one is in flight already). The attach waits for a free slot,
-// then runs as Attach does, bounded by BackgroundAttachBudget.
-func (m *Manager) StartBackground(sb Sandbox) bool { return m.startBackground(sb, false) }
+// Start starts sb's attach in the background and returns at once (false
+// when one is in flight already). The attach waits for a free slot, then
+// runs as Attach does, bounded by BackgroundAttachBudget.
+func (b *Background) Start(sb Sandbox) bool { return b.start(sb, false) }
 
-// EnsureBackground is EnsureAttached's background form, for a container
+// Ensure is EnsureAttached's background form, for a container
 // about to be created whose pod has no background attach to wait for (its
 // attach failed and was reported, or the pod was created while nri-cni was
 // away): by the same rules, it starts the attach in the background — as
 // AttachIfAbsent — unless the pod is known, gets no networks or has one in
-// flight already; the caller then waits for it (WaitBackground). A chain
-// slower than the runtime's request deadline thus attaches on a retry too,
-// which an attach in line could never do.
-func (m *Manager) EnsureBackground(ctx context.Context, sb Sandbox, pidless bool) (started bool, err error) {
-	if need, err := m.needsAttach(ctx, sb, pidless); !need || err != nil {
+// flight already; the caller then waits for it (Wait). A chain slower than
+// the runtime's request deadline thus attaches on a retry too, which an
+// attach in line could never do.
+func (b *Background) Ensure(ctx context.Context, sb Sandbox, pidless bool) (started bool, err error) {
+	if need, err := b.m.needsAttach(ctx, sb, pidless); !need || err != nil {
 		return false, err
 	}
-	m.startBackground(sb, true)
+	b.start(sb, true)
 	return true, nil
 }
 
-func (m *Manager) startBackground(sb Sandbox, ifAbsent bool) bool {
-	b := m.bg
+func (b *Background) start(sb Sandbox, ifAbsent bool) bool {
+	m := b.m
 	ctx, cancel := context.WithTimeout(context.Background(), BackgroundAttachBudget)
 	f := &inflight{done: make(chan struct{}), cancel: cancel}
 	b.mu.Lock()
-	if _, ok := b.m[sb.ID]; ok {
+	if _, ok := b.inflight[sb.ID]; ok {
 		b.mu.Unlock()
 		cancel()
 		return false
 	}
-	b.m[sb.ID] = f
+	b.inflight[sb.ID] = f
 	b.wg.Add(1)
 	b.mu.Unlock()
 	go func() {
@@ -136,27 +139,26 @@ func (m *Manager) startBackground(sb Sandbox, ifAbsent bool) bool {
 }
 
 // drop forgets id's entry if it is still f.
-func (b *background) drop(id string, f *inflight) {
+func (b *Background) drop(id string, f *inflight) {
 	b.mu.Lock()
-	if b.m[id] == f {
-		delete(b.m, id)
+	if b.inflight[id] == f {
+		delete(b.inflight, id)
 	}
 	b.mu.Unlock()
 }
 
-// WaitBackground waits for sb's background attach, if there is one, until
+// Wait waits for sb's background attach, if there is one, until
 // ctx's deadline less the margin, and returns its outcome (found false: no
 // background attach of sb was in flight or uncollected). Still running at
 // the deadline: ErrAttachPending, and the attach goes on.
-func (m *Manager) WaitBackground(ctx context.Context, id string) (found bool, err error) {
-	b := m.bg
+func (b *Background) Wait(ctx context.Context, id string) (found bool, err error) {
 	b.mu.Lock()
-	f, ok := b.m[id]
+	f, ok := b.inflight[id]
 	b.mu.Unlock()
 	if !ok {
 		return false, nil
 	}
-	wctx, cancel := m.beforeDeadline(ctx)
+	wctx, cancel := b.beforeDeadline(ctx)
 	defer cancel()
 	select {
 	case <-f.done:
@@ -167,20 +169,19 @@ func (m *Manager) WaitBackground(ctx context.Context, id string) (found bool, er
 	return true, f.err
 }
 
-// cancelBackground cancels sb's background attach, if one is in flight,
+// cancel cancels sb's background attach, if one is in flight,
 // and waits for it to end (its rollback included) or ctx, whichever comes
 // first. Its entry is dropped: the sandbox is going away.
-func (m *Manager) cancelBackground(ctx context.Context, id string) {
-	b := m.bg
+func (b *Background) cancel(ctx context.Context, id string) {
 	b.mu.Lock()
-	f, ok := b.m[id]
-	delete(b.m, id)
+	f, ok := b.inflight[id]
+	delete(b.inflight, id)
 	b.mu.Unlock()
 	if !ok {
 		return
 	}
 	f.cancel()
-	wctx, cancel := m.beforeDeadline(ctx)
+	wctx, cancel := b.beforeDeadline(ctx)
 	defer cancel()
 	select {
 	case <-f.done:
@@ -190,9 +191,9 @@ func (m *Manager) cancelBackground(ctx context.Context, id string) {
 
 // beforeDeadline is ctx ending the margin before its deadline: waiting
 // stops in time for the runtime to get its answer.
-func (m *Manager) beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+func (b *Background) beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(ctx, d.Add(-m.margin))
+		return context.WithDeadline(ctx, d.Add(-b.m.margin))
 	}
 	return context.WithCancel(ctx)
 }
@@ -202,7 +203,8 @@ func (m *Manager) beforeDeadline(ctx context.Context) (context.Context, context.
 // Event) and returned, a pod that gets nothing is logged with the reason
 // (skip true). A runtime adapter starting a background attach plans first,
 // so a pod whose request is wrong fails at once, as with an attach in line.
-func (m *Manager) PlanFirst(ctx context.Context, sb Sandbox) (skip bool, err error) {
+func (b *Background) PlanFirst(ctx context.Context, sb Sandbox) (skip bool, err error) {
+	m := b.m
 	p, err := m.planner.Plan(ctx, m.pod(sb))
 	if err != nil {
 		err = fmt.Errorf("%s: %w", PodRef(sb), err)
@@ -216,6 +218,6 @@ func (m *Manager) PlanFirst(ctx context.Context, sb Sandbox) (skip bool, err err
 	return false, nil
 }
 
-// WaitBackgroundIdle waits until no background attach runs (tests, and a
-// clean shutdown).
-func (m *Manager) WaitBackgroundIdle() { m.bg.wg.Wait() }
+// WaitIdle waits until no background attach runs (tests, and a clean
+// shutdown).
+func (b *Background) WaitIdle() { b.wg.Wait() }

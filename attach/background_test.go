@@ -18,7 +18,7 @@ func TestPlanFirstReportsAsAttachDoes(t *testing.T) {
 	kf := attachtest.NewKube(t, func(c *config.Config) { c.BackgroundAttach = true })
 	ctx := context.Background()
 
-	skip, err := kf.Mgr.PlanFirst(ctx, attachtest.NPWGPod("sb1", "other/private"))
+	skip, err := kf.Mgr.Background().PlanFirst(ctx, attachtest.NPWGPod("sb1", "other/private"))
 	require.Error(t, err)
 	assert.False(t, skip)
 	assert.Contains(t, err.Error(), "other/private")
@@ -26,7 +26,7 @@ func TestPlanFirstReportsAsAttachDoes(t *testing.T) {
 	require.Len(t, failures, 1, "the refusal is reported")
 	assert.Contains(t, failures[0].Err.Error(), "namespace not allowed")
 
-	skip, err = kf.Mgr.PlanFirst(ctx, attachtest.Pod("sb2", 42))
+	skip, err = kf.Mgr.Background().PlanFirst(ctx, attachtest.Pod("sb2", 42))
 	require.NoError(t, err)
 	assert.True(t, skip, "not asking for networks")
 	_, failures = kf.Sink.Snapshot()

@@ -34,7 +34,7 @@ func (m *Manager) DetachWithin(ctx context.Context, sb Sandbox, final bool, lock
 	m.live.drop(sb.ID) // no hot-plug into a sandbox being stopped
 	// A background attach still running is cancelled and waited for (its
 	// rollback included): a sandbox stopped first is never attached after.
-	m.cancelBackground(ctx, sb.ID)
+	m.bg.cancel(ctx, sb.ID)
 	release, err := m.locks.sandbox(ctx, sb.ID, lockWait, m.margin)
 	if err != nil {
 		m.retries.failed(sb, final, time.Now())

@@ -257,3 +257,36 @@ func (m *Manager) ReportLive(live []Sandbox) {
 		}
 	}
 }
+
+// StatusWritten records that pn, a pod's network-status, was written to the
+// API server: a resync (nri-cni restarted: every running pod listed again)
+// does not write it again while it would write the same. The status sink's
+// writer calls it, off the runtime's requests. A sandbox busy for longer
+// than BackgroundLockWait, or no longer attached, is not recorded: its
+// status is written again at the next resync, as it was before.
+func (m *Manager) StatusWritten(pn PodNetworks) {
+	if pn.SandboxID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), BackgroundLockWait)
+	defer cancel()
+	release, err := m.locks.sandbox(ctx, pn.SandboxID, BackgroundLockWait, 0)
+	if err != nil {
+		return
+	}
+	defer release()
+	rec, err := m.store.Get(pn.SandboxID)
+	if err != nil || rec.Phase != state.PhaseAttached || rec.UID != pn.UID {
+		return
+	}
+	// The digest of what was written: a later change of the record (a
+	// hot-plug) reports a status of another digest, written at a resync.
+	d := pn.Digest()
+	if rec.StatusDigest == d {
+		return
+	}
+	rec.StatusDigest = d
+	if err := m.store.Put(rec); err != nil {
+		m.log.WithError(err).WithField("sandbox", pn.SandboxID).Warn("recording the written network-status failed; a resync writes it again")
+	}
+}

@@ -115,7 +115,7 @@ type Manager struct {
 	// onNetns, if set, learns each recorded netns path (the netns watcher).
 	onNetns func(path string)
 	// bg: the background attaches in flight (backgroundAttach).
-	bg *background
+	bg *Background
 }
 
 // New wires a Manager.
@@ -130,10 +130,11 @@ func New(cfg config.Config, d Deps) *Manager {
 	planner := plan.New(cfg, plan.Catalogue{Local: d.Engine.Networks, NADs: d.NADs, NotReady: ready.NotReady,
 		MultusPrimary: d.Multus})
 	m := &Manager{cfg: cfg, planner: planner, ready: ready, ns: d.Netns, store: d.Store, log: log,
-		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims, bg: newBackground()}
+		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims}
 	if m.routes == nil {
 		m.routes = netns.SetDefaultRoutes
 	}
+	m.bg = newBackground(m)
 	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin}
 	m.report = &reporter{cfg: cfg, sink: d.Sink, planner: planner}
 	return m
@@ -252,3 +253,6 @@ func (m *Manager) LocksHeld() int { return m.locks.keyed.size() }
 
 // Margin is what is kept back from the runtime's request deadline.
 func (m *Manager) Margin() time.Duration { return m.margin }
+
+// Background is m's background attacher (backgroundAttach: background.go).
+func (m *Manager) Background() *Background { return m.bg }

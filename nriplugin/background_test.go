@@ -33,7 +33,7 @@ func backgroundPlugin(t *testing.T, sleep string, fail bool) (*attachtest.Fixtur
 	}
 	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": extra})
 	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
-	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	t.Cleanup(f.Mgr.Background().WaitIdle)
 	return f, New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 }
 
@@ -68,7 +68,7 @@ func TestBackgroundAttachRefusesAWrongRequestAtOnce(t *testing.T) {
 	err := p.RunPodSandbox(context.Background(), pod)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no-such-network")
-	f.Mgr.WaitBackgroundIdle()
+	f.Mgr.Background().WaitIdle()
 	assert.Empty(t, f.Calls())
 }
 
@@ -103,7 +103,7 @@ func TestBackgroundAttachNotDoneByTheDeadline(t *testing.T) {
 	_, _, err := p.CreateContainer(ctx, pod, nriCtr("app", "sb1"))
 	require.ErrorIs(t, err, attach.ErrAttachPending)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
-	f.Mgr.WaitBackgroundIdle()
+	f.Mgr.Background().WaitIdle()
 	require.NoError(t, createContainer(t, p, pod), "the kubelet's retry")
 	assert.Equal(t, []string{"ADD alpha net1"}, f.Cmds())
 }
@@ -117,7 +117,7 @@ func TestBackgroundAttachStoppedFirst(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "the ADD to start", func() bool { return len(f.Calls()) > 0 || f.Mgr.LocksHeld() > 0 })
 	require.NoError(t, p.StopPodSandbox(context.Background(), pod))
 	require.NoError(t, p.RemovePodSandbox(context.Background(), pod))
-	f.Mgr.WaitBackgroundIdle()
+	f.Mgr.Background().WaitIdle()
 	_, err := f.Mgr.Store().Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound, "no record after the Stop")
 	adds, dels := 0, 0
@@ -145,7 +145,7 @@ func TestBackgroundAttachRunsPodsSideBySide(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "two pods' attaches in flight at once", func() bool {
 		return f.Mgr.LocksHeld() >= 2
 	})
-	f.Mgr.WaitBackgroundIdle()
+	f.Mgr.Background().WaitIdle()
 	assert.Len(t, f.Cmds(), n)
 }
 
@@ -159,7 +159,7 @@ func TestBackgroundAttachRetryOfASlowChain(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
 		"sleep": "800ms", "failOn": "ADD", "failMsg": "no leases yet", "failWhile": failing}})
 	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
-	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	t.Cleanup(f.Mgr.Background().WaitIdle)
 	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 	pod := runningPod(f, "sb1", 10)
 	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
@@ -172,7 +172,7 @@ func TestBackgroundAttachRetryOfASlowChain(t *testing.T) {
 	defer cancel()
 	_, _, err = p.CreateContainer(ctx, pod, nriCtr("app", "sb1"))
 	require.ErrorIs(t, err, attach.ErrAttachPending, "the retry's attach outlives the request")
-	f.Mgr.WaitBackgroundIdle()
+	f.Mgr.Background().WaitIdle()
 	require.NoError(t, createContainer(t, p, pod), "the next retry")
 	rec, err := f.Mgr.Store().Get("sb1")
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestBackgroundRollbackDELsInTheLiveNamespace(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
 		"failOn": "ADD,DEL", "failInNetns": true, "failMsg": "timed out", "failWhile": failing}})
 	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
-	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	t.Cleanup(f.Mgr.Background().WaitIdle)
 	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 	pod := runningPod(f, "sb1", 10)
 	require.NoError(t, p.RunPodSandbox(context.Background(), pod))

@@ -225,7 +225,7 @@ func TestBackgroundAttachFailedRollbackNeverLetsAContainerThrough(t *testing.T) 
 	f := attachtest.New(t, []string{"alpha"}, map[string]map[string]any{"alpha": {
 		"failOn": "ADD,DEL", "failMsg": "plugin broken", "failWhile": failing}})
 	f.Reconfigure(func(c *config.Config) { c.BackgroundAttach = true })
-	t.Cleanup(f.Mgr.WaitBackgroundIdle)
+	t.Cleanup(f.Mgr.Background().WaitIdle)
 	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 	pod := runningPod(f, "sb1", 10)
 	require.NoError(t, p.RunPodSandbox(context.Background(), pod))

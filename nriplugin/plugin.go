@@ -222,11 +222,11 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // Its error refuses the container; the kubelet retries.
 func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *api.PodSandbox, ctr *api.Container,
 	sb attach.Sandbox, pidless bool, start time.Time) error {
-	found, err := mgr.WaitBackground(ctx, sb.ID)
+	found, err := mgr.Background().Wait(ctx, sb.ID)
 	if !found && err == nil {
 		var started bool
-		if started, err = mgr.EnsureBackground(ctx, sb, pidless); started {
-			found, err = mgr.WaitBackground(ctx, sb.ID)
+		if started, err = mgr.Background().Ensure(ctx, sb, pidless); started {
+			found, err = mgr.Background().Wait(ctx, sb.ID)
 		}
 	}
 	if err != nil {
@@ -247,14 +247,14 @@ func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *a
 // background (backgroundAttach): the runtime is answered without waiting
 // for the CNI chains, and the pod's first CreateContainer waits for them.
 func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, log *logrus.Entry) error {
-	skip, err := mgr.PlanFirst(ctx, sb)
+	skip, err := mgr.Background().PlanFirst(ctx, sb)
 	if err != nil {
 		return attachFailed(mgr, log, err)
 	}
 	if skip {
 		return nil // logged with the reason
 	}
-	if mgr.StartBackground(sb) {
+	if mgr.Background().Start(sb) {
 		log.Debug("attach started in the background")
 	}
 	return nil
