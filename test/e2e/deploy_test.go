@@ -259,12 +259,12 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	// without containers, as here, gets net1 moments after RunPodSandbox
 	// answered (a container would wait for it at CreateContainer).
 	var itf harness.Iface
-	ok := false
-	for deadline := time.Now().Add(30 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, "net1 in the pod", func() bool {
+		var ok bool
 		itf, ok, err = harness.PodIface(st.NetnsPath, "net1")
 		require.NoError(t, err)
-	}
-	require.True(t, ok, "net1 in the pod")
+		return ok
+	})
 	require.Len(t, itf.Addrs, 1)
 	assert.True(t, secondary.Contains(itf.Addrs[0].IP), "%s in %s", itf.Addrs[0].IP, subnet)
 	assert.Equal(t, mac, itf.MAC)
@@ -283,7 +283,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	// What must not happen would happen in the background, moments after
 	// RunPodSandbox answered: give it the time net1 took above, and more.
 	time.Sleep(2 * time.Second)
-	_, ok, err = harness.PodIface(sysSt.NetnsPath, "net1")
+	_, ok, err := harness.PodIface(sysSt.NetnsPath, "net1")
 	require.NoError(t, err)
 	assert.False(t, ok, "kube-system is excluded by the ConfigMap")
 
