@@ -257,14 +257,17 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	id, st := run("deploy-net1", "e2e-deploy")
 	// deploy/base attaches in the background (backgroundAttach): a sandbox
 	// without containers, as here, gets net1 moments after RunPodSandbox
-	// answered (a container would wait for it at CreateContainer).
-	var itf harness.Iface
-	testenv.Eventually(t, 30*time.Second, "net1 in the pod", func() bool {
-		var ok bool
-		itf, ok, err = harness.PodIface(st.NetnsPath, "net1")
-		require.NoError(t, err)
-		return ok
-	})
+	// answered (a container would wait for it at CreateContainer). The
+	// chain's ADD is over when libcni caches its result: net1 appears
+	// earlier, before the chain has set its MAC.
+	cachedResult := func() []string {
+		m, _ := filepath.Glob(node.HostPath("/var/lib/cni/results/" + netName + "-" + id + "-*"))
+		return m
+	}
+	testenv.Eventually(t, 30*time.Second, "the attach's libcni cache entry", func() bool { return len(cachedResult()) > 0 })
+	itf, ok, err := harness.PodIface(st.NetnsPath, "net1")
+	require.NoError(t, err)
+	require.True(t, ok, "net1 in the pod")
 	require.Len(t, itf.Addrs, 1)
 	assert.True(t, secondary.Contains(itf.Addrs[0].IP), "%s in %s", itf.Addrs[0].IP, subnet)
 	assert.Equal(t, mac, itf.MAC)
@@ -273,8 +276,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 		return m
 	}
 	assert.Len(t, ipFiles(), 1, "host-local allocated under the node's /var/lib/cni")
-	cached, _ := filepath.Glob(node.HostPath("/var/lib/cni/results/" + netName + "-" + id + "-*"))
-	assert.Len(t, cached, 1, "libcni cache under the node's /var/lib/cni")
+	assert.Len(t, cachedResult(), 1, "libcni cache under the node's /var/lib/cni")
 	records, _ := filepath.Glob(node.HostPath("/var/lib/nri-cni/*.json"))
 	assert.Len(t, records, 1, "record under the node's /var/lib/nri-cni")
 	assertHostUntouched(t, before, netName)
@@ -283,7 +285,7 @@ func TestDeployDaemonSetArgs(t *testing.T) {
 	// What must not happen would happen in the background, moments after
 	// RunPodSandbox answered: give it the time net1 took above, and more.
 	time.Sleep(2 * time.Second)
-	_, ok, err := harness.PodIface(sysSt.NetnsPath, "net1")
+	_, ok, err = harness.PodIface(sysSt.NetnsPath, "net1")
 	require.NoError(t, err)
 	assert.False(t, ok, "kube-system is excluded by the ConfigMap")
 
