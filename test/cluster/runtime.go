@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nri-cni/nri-cni/deploy/node"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
 
@@ -23,6 +24,11 @@ type NodeRuntime interface {
 	harness.Runtime
 	Pid() int
 	NetnsDir() string
+	// ConfigFile and ConfDir are the runtime's main config and the drop-ins
+	// it reads after it (as /etc/containerd/config.toml and conf.d, or
+	// /etc/crio/crio.conf and crio.conf.d, on a node).
+	ConfigFile() string
+	ConfDir() string
 }
 
 var (
@@ -106,11 +112,15 @@ func (c *Cluster) startRuntime(ctx context.Context, o Opts) error {
 	return nil
 }
 
-// startContainerd starts the harness containerd and imports the pause image.
+// startContainerd starts the harness containerd, configured as a node that
+// `nri-cni node-setup` set up (it imports the product's drop-in from the
+// repository: NRI's default validator on; the harness's private socket and
+// timeouts stay), and imports the pause image.
 func (c *Cluster) startContainerd(ctx context.Context, o Opts, pauseTar string) error {
 	ctd, err := harness.StartContainerd(ctx, harness.ContainerdOpts{
 		Dir: filepath.Join(c.Dir, "ctd"), Tools: o.RuntimeTools, PluginRequestTimeout: o.PluginRequestTimeout,
 		RuncBinary: c.Tools.bin("runc"),
+		DropIns:    []string{filepath.Join(harness.RepoRoot(), node.ContainerdDropInRepoPath)},
 	})
 	if err != nil {
 		return err
@@ -128,7 +138,9 @@ func (c *Cluster) startContainerd(ctx context.Context, o Opts, pauseTar string) 
 // directory, which the DaemonSet mounts: a private rbind of CRI-O's whole
 // dir would copy its storage and the pods' pinned netns into nri-cni's
 // mount namespace, where a removed pod's netns would stay mounted. CRI-O
-// loads the pause image into its storage itself.
+// loads the pause image into its storage itself. Like a node that `nri-cni
+// node-setup` set up, it reads the product's drop-in (NRI's default
+// validator on).
 func (c *Cluster) startCRIO(ctx context.Context, o Opts, pauseTar string) error {
 	// Short: conmon's attach sockets are <dir>/attach/<64-hex id>/attach.
 	dir := filepath.Join(c.Dir, "crio")
@@ -136,6 +148,7 @@ func (c *Cluster) startCRIO(ctx context.Context, o Opts, pauseTar string) error 
 		Dir: dir, Tools: o.RuntimeTools, CRIOBinDir: o.RuntimeTools.CRIODir, DropInfra: true,
 		PluginRequestTimeout: o.PluginRequestTimeout, PauseTar: pauseTar,
 		NRISocket: filepath.Join(dir, "nri", "nri.sock"), RuncBinary: c.Tools.bin("runc"),
+		DropIns: []string{filepath.Join(harness.RepoRoot(), node.CRIODropInRepoPath)},
 	})
 	if err != nil {
 		return err

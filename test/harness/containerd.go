@@ -37,6 +37,13 @@ type ContainerdOpts struct {
 	// ExtraTOML is appended to config.toml as is (whole tables), e.g. NRI's
 	// [plugins."io.containerd.nri.v1.nri".default_validator].
 	ExtraTOML string
+	// DropIns are files copied (under their own names) into Dir/conf.d,
+	// which config.toml imports ("conf.d/*.toml", relative to it, as a node
+	// set up by `nri-cni node-setup` imports /etc/containerd/conf.d):
+	// containerd reads them after config.toml, overriding it key by key
+	// (e.g. deploy/node/containerd/10-nri-cni.toml, which sets no socket or
+	// timeout, so the private ones stay).
+	DropIns []string
 }
 
 // Containerd is a containerd started by the harness, with NRI enabled on a
@@ -99,6 +106,9 @@ func StartContainerd(ctx context.Context, o ContainerdOpts) (*Containerd, error)
 	if err := os.WriteFile(filepath.Join(o.Dir, "net.d", "10-primary.conflist"), primary, 0o644); err != nil {
 		return nil, err
 	}
+	if err := writeDropIns(filepath.Join(o.Dir, "conf.d"), o.DropIns); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(filepath.Join(o.Dir, "config.toml"), []byte(c.config(o)), 0o644); err != nil {
 		return nil, err
 	}
@@ -120,7 +130,7 @@ func tomlStrings(list []string) string {
 
 func (c *Containerd) config(o ContainerdOpts) string {
 	return fmt.Sprintf(`version = 3
-imports = []
+imports = %[12]s
 root = %[1]q
 state = %[2]q
 
@@ -150,7 +160,7 @@ state = %[2]q
   plugin_request_timeout = %[11]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Address, c.Address+".ttrpc",
 		PauseImage, tomlStrings(append([]string{o.Tools.CNIDir}, o.ExtraCNIBinDirs...)), filepath.Join(c.Dir, "net.d"), c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
-		o.PluginRequestTimeout.String()) + runcRuntime(o.RuncBinary) + o.ExtraTOML
+		o.PluginRequestTimeout.String(), tomlStrings(imports(o.DropIns))) + runcRuntime(o.RuncBinary) + o.ExtraTOML
 }
 
 // runcRuntime is the CRI runtime section naming the runc binary (nothing
@@ -280,4 +290,39 @@ func PluginSynced(name string) string {
 // its plugin dir is synchronized.
 func PrelaunchedSynced(name string) string {
 	return fmt.Sprintf(`pre-installed NRI plugin \"%s\" synchronization success`, name)
+}
+
+// ConfigFile is containerd's config.toml; the drop-ins it imports are in
+// ConfDir.
+func (c *Containerd) ConfigFile() string { return filepath.Join(c.Dir, "config.toml") }
+
+// ConfDir holds the drop-ins config.toml imports (ContainerdOpts.DropIns).
+func (c *Containerd) ConfDir() string { return filepath.Join(c.Dir, "conf.d") }
+
+// imports is config.toml's imports: the conf.d glob when there are drop-ins.
+func imports(dropIns []string) []string {
+	if len(dropIns) == 0 {
+		return nil
+	}
+	return []string{"conf.d/*.toml"}
+}
+
+// writeDropIns copies each file into dir (created) under its own name.
+func writeDropIns(dir string, files []string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, src := range files {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("drop-in: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -50,6 +50,11 @@ type CRIOOpts struct {
 	NRISocket string
 	// RuncBinary is the runc the wrapper execs; "" = Tools.RuncDir/runc.
 	RuncBinary string
+	// DropIns are files copied (under their own names) into the private
+	// crio.conf.d that crio reads after crio.conf, overriding it key by key
+	// (e.g. the node drop-in deploy/node/crio/10-nri-cni.conf, which sets no
+	// socket, dir or timeout, so the private ones of crio.conf stay).
+	DropIns []string
 }
 
 // CRIO is a CRI-O started by the harness: its own storage, CRI and NRI

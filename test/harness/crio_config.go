@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 )
 
-// writeFiles lays out CRI-O's private dir: crio.conf (and an empty drop-in
-// dir, so the host's /etc/crio/crio.conf.d is not read), storage.conf,
-// registries.conf, the signature policy, the primary network and the runc
-// wrapper.
+// writeFiles lays out CRI-O's private dir: crio.conf (and a drop-in dir
+// holding only CRIOOpts.DropIns, so the host's /etc/crio/crio.conf.d is not
+// read), storage.conf, registries.conf, the signature policy, the primary
+// network and the runc wrapper.
 func (c *CRIO) writeFiles(o CRIOOpts) error {
 	for _, d := range []string{
 		filepath.Dir(c.NRISocket), c.NRIPluginDir, c.NRIConfDir, c.NamespacesDir, c.PrimaryIPAMDir,
@@ -48,6 +48,15 @@ func (c *CRIO) writeFiles(o CRIOOpts) error {
 	}
 	for _, f := range files {
 		if err := os.WriteFile(c.path(f.name), []byte(f.data), f.mode); err != nil {
+			return err
+		}
+	}
+	for _, src := range o.DropIns {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("crio drop-in: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(c.path("crio.conf.d"), filepath.Base(src)), data, 0o644); err != nil {
 			return err
 		}
 	}
@@ -138,3 +147,9 @@ nri_plugin_request_timeout = %[30]q
 		c.path("net.d"), c.tools.CNIDir, c.NRISocket, c.NRIPluginDir, c.NRIConfDir,
 		o.PluginRequestTimeout.String())
 }
+
+// ConfigFile is crio.conf; the drop-ins it reads after it are in ConfDir.
+func (c *CRIO) ConfigFile() string { return c.path("crio.conf") }
+
+// ConfDir is CRI-O's drop-in dir (CRIOOpts.DropIns).
+func (c *CRIO) ConfDir() string { return c.path("crio.conf.d") }
