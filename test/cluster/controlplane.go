@@ -124,6 +124,7 @@ func (c *Cluster) controlPlaneProcs(cs certs, audit bool) ([]*proc, error) {
 		"--allow-privileged=true", "--anonymous-auth=false", "--profiling=false",
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
 	}
+	apiArgs = append(apiArgs, mutatingPolicyFlags(c.Tools.minor())...)
 	if audit {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
@@ -153,6 +154,20 @@ func (c *Cluster) controlPlaneProcs(cs certs, audit bool) ([]*proc, error) {
 		"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"), "--leader-elect=false")
 	c.kubeletPort = ports[4]
 	return []*proc{etcd, apiserver, cm, sched}, nil
+}
+
+// mutatingPolicyFlags are the kube-apiserver flags that serve
+// MutatingAdmissionPolicy (deploy/base's required-plugins policy) on an API
+// server of the given minor version: none from 1.36 (admissionregistration.k8s.io/v1,
+// on by default) or when the version is unknown (0); before, the v1beta1 API
+// behind its feature gate (off by default in 1.34 and 1.35), as a cluster
+// admin turns it on for deploy/base-1.34.
+func mutatingPolicyFlags(minor int) []string {
+	if minor == 0 || minor >= 36 {
+		return nil
+	}
+	return []string{"--feature-gates=MutatingAdmissionPolicy=true",
+		"--runtime-config=admissionregistration.k8s.io/v1beta1=true"}
 }
 
 // waitAPIServer waits until /readyz answers ok (or a component exited).

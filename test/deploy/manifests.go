@@ -55,6 +55,20 @@ type Kustomization struct {
 		IncludeTemplates bool              `json:"includeTemplates,omitempty"`
 	} `json:"labels,omitempty"`
 	Resources []string `json:"resources"`
+	// Patches: deploy/base-1.34's (inline JSON patches on a target).
+	Patches []KustomizePatch `json:"patches,omitempty"`
+}
+
+// KustomizePatch is one of a kustomization's patches, as deploy/base-1.34
+// writes them.
+type KustomizePatch struct {
+	Patch  string `json:"patch,omitempty"`
+	Target struct {
+		Group   string `json:"group,omitempty"`
+		Version string `json:"version,omitempty"`
+		Kind    string `json:"kind,omitempty"`
+		Name    string `json:"name,omitempty"`
+	} `json:"target"`
 }
 
 // Base is deploy/base, decoded: every file its kustomization lists.

@@ -44,6 +44,13 @@ type Objects struct {
 	SlicePolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
 	ClaimPolicy        admissionv1.ValidatingAdmissionPolicy
 	ClaimPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	// RequiredPolicy and its binding: the MutatingAdmissionPolicy that makes
+	// pods asking for networks require the nri-cni NRI plugin
+	// (required-plugins-policy.yaml). Decoded into the v1 types whatever
+	// the apiVersion (v1beta1, rendered for Kubernetes 1.34 and 1.35, has
+	// the same fields); APIVersion says which.
+	RequiredPolicy        admissionv1.MutatingAdmissionPolicy
+	RequiredPolicyBinding admissionv1.MutatingAdmissionPolicyBinding
 
 	seen map[string]bool // slots decoded
 }
@@ -96,6 +103,8 @@ func (o *Objects) targets() map[string]any {
 		"ValidatingAdmissionPolicyBinding/" + SlicePolicySuffix: &o.SlicePolicyBinding,
 		"ValidatingAdmissionPolicy/" + ClaimPolicySuffix:        &o.ClaimPolicy,
 		"ValidatingAdmissionPolicyBinding/" + ClaimPolicySuffix: &o.ClaimPolicyBinding,
+		"MutatingAdmissionPolicy":                               &o.RequiredPolicy,
+		"MutatingAdmissionPolicyBinding":                        &o.RequiredPolicyBinding,
 	}
 }
 

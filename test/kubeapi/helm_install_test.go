@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,12 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		"-l", "app.kubernetes.io/instance="+release)
 	require.NoError(t, err)
 	t.Logf("cluster-scoped objects of the release:\n%s", out)
+	// The required-plugins policy, in the version the server serves.
+	out, err = c.Kubectl(ctx, "get", "mutatingadmissionpolicy,mutatingadmissionpolicybinding", "-l", "app.kubernetes.io/instance="+release,
+		"-o", `jsonpath={range .items[*]}{.apiVersion} {.kind} {.metadata.name}{"\n"}{end}`)
+	require.NoError(t, err)
+	t.Logf("required-plugins policy of the release:\n%s", out)
+	assert.Equal(t, 2, strings.Count(out, release+"-required-plugins"), "policy and binding installed")
 	out, err = c.Kubectl(ctx, "-n", ns, "get", "serviceaccount,configmap,daemonset", "-l", "app.kubernetes.io/instance="+release)
 	require.NoError(t, err)
 	t.Logf("namespaced objects of the release:\n%s", out)
@@ -133,6 +140,9 @@ func testHelmInstall(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	} {
 		assert.True(t, apierrors.IsNotFound(get()), "%s removed by helm uninstall", what)
 	}
+	out, err = c.Kubectl(ctx, "get", "mutatingadmissionpolicy,mutatingadmissionpolicybinding", "-l", "app.kubernetes.io/instance="+release, "-o", "name")
+	assert.NoError(t, err)
+	assert.NotContains(t, out, release+"-required-plugins", "required-plugins policy removed by helm uninstall")
 	out, err = c.Kubectl(ctx, "get", "crd", "network-attachment-definitions.k8s.cni.cncf.io", "-o", "name")
 	assert.NoError(t, err, "helm keeps CRDs from crds/ on uninstall (NADs survive)")
 	t.Logf("after uninstall: %s", out)

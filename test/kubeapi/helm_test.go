@@ -13,8 +13,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/test/cluster"
 	"github.com/nri-cni/nri-cni/test/deploy"
 )
 
@@ -45,14 +49,56 @@ func (h helmCmd) run(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// template renders the chart (CRDs included) and decodes it strictly.
+// mapV1 is the capability a cluster serving MutatingAdmissionPolicy v1
+// (Kubernetes >= 1.36) shows the chart.
+const mapV1 = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+// template renders the chart (CRDs included) as for a cluster serving
+// MutatingAdmissionPolicy v1, and decodes it strictly.
 func (h helmCmd) template(ctx context.Context, t *testing.T, ns string, args ...string) *deploy.Objects {
+	t.Helper()
+	return h.templateWith(ctx, t, ns, append([]string{"--api-versions", mapV1}, args...)...)
+}
+
+// templateWith renders the chart with only args' capabilities (helm's
+// defaults, --api-versions, or a cluster's with --kubeconfig and --validate)
+// and decodes it strictly.
+func (h helmCmd) templateWith(ctx context.Context, t *testing.T, ns string, args ...string) *deploy.Objects {
 	t.Helper()
 	out, err := h.run(ctx, append([]string{"template", "nri-cni", ChartDir(), "--namespace", ns, "--include-crds"}, args...)...)
 	require.NoError(t, err)
 	var o deploy.Objects
 	require.NoError(t, o.Decode("helm template", []byte(out)))
 	return &o
+}
+
+// requiredPolicySlots are the required-plugins policy's and binding's slots.
+var requiredPolicySlots = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+
+// checkHelmOnServer: helm template with the capabilities of the cluster's
+// API server (v, before any of the chart's objects exist there) renders the
+// required-plugins policy in the version the server serves (v1 from 1.36,
+// v1beta1 before, which test/cluster serves there), as deploy/base's; with
+// failClosed.admissionPolicy=false, none.
+func checkHelmOnServer(ctx context.Context, t *testing.T, c *cluster.Cluster, v *version.Version) {
+	h := newHelm(t)
+	want := "admissionregistration.k8s.io/v1"
+	if v.Minor() < 36 {
+		want = "admissionregistration.k8s.io/v1beta1"
+	}
+	on := h.templateWith(ctx, t, "kube-system", "--kubeconfig", c.Kubeconfig, "--validate")
+	require.Empty(t, on.Missing(), "every kind rendered")
+	assert.Equal(t, want, on.RequiredPolicy.APIVersion)
+	assert.Equal(t, want, on.RequiredPolicyBinding.APIVersion)
+	base, err := deploy.LoadBase(deploy.RepoRoot())
+	require.NoError(t, err)
+	assert.Equal(t, base.RequiredPolicy.Name, on.RequiredPolicy.Name)
+	assert.Equal(t, base.RequiredPolicy.Spec, on.RequiredPolicy.Spec, "deploy/base's policy")
+	assert.Equal(t, base.RequiredPolicyBinding.Spec, on.RequiredPolicyBinding.Spec)
+	t.Logf("helm template on %s: %s %s", v, on.RequiredPolicy.APIVersion, on.RequiredPolicy.Kind)
+
+	off := h.templateWith(ctx, t, "kube-system", "--kubeconfig", c.Kubeconfig, "--validate", "--set", "failClosed.admissionPolicy=false")
+	assert.ElementsMatch(t, requiredPolicySlots, off.Missing(), "failClosed.admissionPolicy=false: no policy")
 }
 
 func TestHelmLint(t *testing.T) {
@@ -99,6 +145,11 @@ func TestHelmTemplateMatchesBase(t *testing.T) {
 	assert.Equal(t, base.ClaimPolicy.Spec, o.ClaimPolicy.Spec, "same claim status policy")
 	assert.Equal(t, base.ClaimPolicyBinding.Name, o.ClaimPolicyBinding.Name)
 	assert.Equal(t, base.ClaimPolicyBinding.Spec, o.ClaimPolicyBinding.Spec)
+	assert.Equal(t, base.RequiredPolicy.APIVersion, o.RequiredPolicy.APIVersion)
+	assert.Equal(t, base.RequiredPolicy.Name, o.RequiredPolicy.Name)
+	assert.Equal(t, base.RequiredPolicy.Spec, o.RequiredPolicy.Spec, "same required-plugins policy")
+	assert.Equal(t, base.RequiredPolicyBinding.Name, o.RequiredPolicyBinding.Name)
+	assert.Equal(t, base.RequiredPolicyBinding.Spec, o.RequiredPolicyBinding.Spec, "same namespaces")
 	baseNAD, err := os.ReadFile(filepath.Join(base.Dir, "nad-policy.yaml"))
 	require.NoError(t, err)
 	chartNAD, err := os.ReadFile(filepath.Join(ChartDir(), "files", "nad-policy.yaml"))
@@ -213,6 +264,30 @@ tolerations: []
 		"ValidatingAdmissionPolicyBinding/" + deploy.NADPolicySuffix, "DeviceClass"}, draPolicySlots...),
 		noKube.Missing(), "no NAD admission policy and no DRA without Kubernetes mode")
 	assertNoDRA(t, noKube)
+
+	inc := o.RequiredPolicyBinding.Spec.MatchResources
+	require.NotNil(t, inc, "the binding follows config.namespaces")
+	assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a"}}}},
+		inc.NamespaceSelector, "only the included namespace's pods are made to require nri-cni")
+	all := h.template(ctx, t, "kube-system", "--set", "config.namespaces=null")
+	assert.Nil(t, all.RequiredPolicyBinding.Spec.MatchResources, "no namespace left out: every namespace")
+	renamed := h.template(ctx, t, "kube-system", "--set", "nameOverride=netattach")
+	own := ""
+	for _, mc := range renamed.RequiredPolicy.Spec.MatchConditions {
+		if mc.Name == "not-nri-cni" {
+			own = mc.Expression
+		}
+	}
+	assert.Contains(t, own, "!= 'netattach'", "nri-cni's own pod, by the chart's name label")
+	assert.Equal(t, "netattach", renamed.DaemonSet.Spec.Template.Labels["app.kubernetes.io/name"])
+	noMAP := h.template(ctx, t, "kube-system", "--set", "failClosed.admissionPolicy=false")
+	assert.ElementsMatch(t, requiredPolicySlots, noMAP.Missing(), "failClosed.admissionPolicy=false: no required-plugins policy")
+	noAPI := h.templateWith(ctx, t, "kube-system")
+	assert.ElementsMatch(t, requiredPolicySlots, noAPI.Missing(), "a cluster serving no MutatingAdmissionPolicy: none")
+	beta := h.templateWith(ctx, t, "kube-system", "--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy")
+	assert.Equal(t, "admissionregistration.k8s.io/v1beta1", beta.RequiredPolicy.APIVersion, "1.34, 1.35 with the API on")
+	assert.Equal(t, "admissionregistration.k8s.io/v1beta1", beta.RequiredPolicyBinding.APIVersion)
 
 	_, err := h.run(ctx, "template", "nri-cni", ChartDir(), "--set", "networks.bad=not json")
 	require.Error(t, err)
