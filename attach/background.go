@@ -169,6 +169,25 @@ func (b *Background) Wait(ctx context.Context, id string) (found bool, err error
 	return true, f.err
 }
 
+// Poll is Wait without waiting: pending while id's background attach runs;
+// once it ended, its outcome (a failure is reported once, as by Wait);
+// neither when none is in flight or uncollected.
+func (b *Background) Poll(id string) (pending bool, err error) {
+	b.mu.Lock()
+	f, ok := b.inflight[id]
+	b.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	select {
+	case <-f.done:
+		b.drop(id, f)
+		return false, f.err
+	default:
+		return true, nil
+	}
+}
+
 // cancel cancels sb's background attach, if one is in flight,
 // and waits for it to end (its rollback included) or ctx, whichever comes
 // first. Its entry is dropped: the sandbox is going away.

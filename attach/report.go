@@ -289,3 +289,46 @@ func bareIPs(in []string) []string {
 	}
 	return out
 }
+
+// StartedWithout is a pod found with containers already running before its
+// networks were attached: nri-cni was not serving and the node's runtime did
+// not refuse them (it is not set up to fail closed: deploy/node).
+type StartedWithout struct {
+	Namespace, Name, UID string
+	SandboxID            string
+	// Containers are the names of the containers found running.
+	Containers []string
+	// Attached: the pod's networks were attached now; false: its attach
+	// failed, it runs without them.
+	Attached bool
+	// Restarting: failClosed.restartStarted: the containers are stopped so
+	// that the kubelet starts them again with the networks in place.
+	Restarting bool
+}
+
+// StartedWithoutSink, when the status sink implements it, is told of every
+// pod found with containers running before its networks (a Warning Event
+// on the pod). It must return at once.
+type StartedWithoutSink interface {
+	StartedWithoutNetworks(StartedWithout)
+}
+
+// StartedObserver, when the observer (metrics) implements it, counts the
+// containers found running before their pod's networks.
+type StartedObserver interface {
+	StartedWithoutNetworks(containers int)
+}
+
+// ReportStartedWithout reports s loudly: an error in the log, a Warning
+// Event (Kubernetes mode) and the metric.
+func (m *Manager) ReportStartedWithout(s StartedWithout) {
+	m.log.WithFields(logrus.Fields{"pod": s.Name, "namespace": s.Namespace, "sandbox": s.SandboxID,
+		"containers": s.Containers, "attachedNow": s.Attached, "restarting": s.Restarting}).
+		Error("containers of this pod started before its networks were attached: nri-cni was not serving and the node's runtime did not refuse them (set it up to fail closed: deploy/node)")
+	if sink, ok := m.report.sink.(StartedWithoutSink); ok && m.report.sink != nil {
+		sink.StartedWithoutNetworks(s)
+	}
+	if obs, ok := m.cni.obs.(StartedObserver); ok && m.cni.obs != nil {
+		obs.StartedWithoutNetworks(len(s.Containers))
+	}
+}

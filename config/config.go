@@ -118,6 +118,9 @@ type Config struct {
 	Hook HookConfig `json:"hook"`
 	// Limits bound the work one pod's annotations can cause (limits.go).
 	Limits Limits `json:"limits"`
+	// FailClosed: the node's part in never starting a pod's containers
+	// before its networks (failclosed.go).
+	FailClosed FailClosedConfig `json:"failClosed"`
 	// Kubernetes, when set, turns on Kubernetes mode (kubernetes.go): nil
 	// means no API client at all.
 	Kubernetes *KubernetesConfig `json:"kubernetes"`
@@ -188,6 +191,7 @@ func Default() Config {
 		PodCapabilities: DefaultPodCapabilities(),
 		Hook:            DefaultHookConfig(),
 		Limits:          DefaultLimits(),
+		FailClosed:      DefaultFailClosed(),
 	}
 }
 
@@ -315,6 +319,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if err := c.FailClosed.validate(); err != nil {
 		return err
 	}
 	if err := c.Kubernetes.validate(); err != nil {

@@ -59,6 +59,7 @@ func TestParseYAMLAndJSON(t *testing.T) {
 		LogLevel:     "debug",
 		LogFile:      "/var/log/x.log",
 		Hook:         config.DefaultHookConfig(),
+		FailClosed:   config.DefaultFailClosed(),
 	}
 	want.FailurePolicy, want.SyncAttach = "ignore", false
 	want.StatusInterval = config.Duration(config.DefaultStatusInterval)
@@ -150,6 +151,10 @@ func TestParseInvalid(t *testing.T) {
 		{"bad logLevel", "logLevel: loud\n", "logLevel"},
 		{"requireAnnotation without podSelection", "requireAnnotation: true\n", "requireAnnotation"},
 		{"maxNetworksPerPod zero", "limits: {maxNetworksPerPod: 0}\n", "limits.maxNetworksPerPod"},
+		{"failClosed relative path", "failClosed: {containerdConfig: etc/containerd/config.toml}\n", "failClosed.containerdConfig"},
+		{"failClosed nodeRoot relative", "failClosed: {nodeRoot: host}\n", "failClosed.nodeRoot"},
+		{"failClosed grace too long", "failClosed: {restartGrace: 1h}\n", "failClosed.restartGrace"},
+		{"failClosed unknown key", "failClosed: {restart: true}\n", "failClosed.restart"},
 		{"maxNetworksPerPod over ifnames", "limits: {maxNetworksPerPod: 100}\n", "limits.maxNetworksPerPod"},
 		{"maxAnnotationBytes tiny", "limits: {maxAnnotationBytes: 10}\n", "limits.maxAnnotationBytes"},
 		{"maxAnnotationBytes over the API's", "limits: {maxAnnotationBytes: 300000}\n", "limits.maxAnnotationBytes"},

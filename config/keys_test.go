@@ -14,7 +14,7 @@ import (
 func TestUnknownKeys(t *testing.T) {
 	t.Parallel()
 	top := []string{"confDir", "binDirs", "cacheDir", "stateDir", "networks", "ifnamePrefix", "cniTimeout",
-		"logLevel", "logFile", "failurePolicy", "syncAttach", "parallelAttach", "backgroundAttach", "statusInterval", "checkInterval", "podSelection", "requireAnnotation", "namespaces", "podCapabilities", "podCNIArgs", "hook", "limits", "kubernetes"}
+		"logLevel", "logFile", "failurePolicy", "syncAttach", "parallelAttach", "backgroundAttach", "statusInterval", "checkInterval", "podSelection", "requireAnnotation", "namespaces", "podCapabilities", "podCNIArgs", "hook", "limits", "failClosed", "kubernetes"}
 	tests := []struct {
 		name, in, key string
 		allowed       []string // nil: not checked
@@ -73,7 +73,7 @@ func TestLoadUnknownKeyMessage(t *testing.T) {
 	}
 	_, err := config.Load(path)
 	want := "config " + path + `: unknown key "bogus" (allowed: confDir, binDirs, cacheDir, stateDir, networks, ` +
-		`ifnamePrefix, cniTimeout, logLevel, logFile, failurePolicy, syncAttach, parallelAttach, backgroundAttach, statusInterval, checkInterval, podSelection, requireAnnotation, namespaces, podCapabilities, podCNIArgs, hook, limits, kubernetes)`
+		`ifnamePrefix, cniTimeout, logLevel, logFile, failurePolicy, syncAttach, parallelAttach, backgroundAttach, statusInterval, checkInterval, podSelection, requireAnnotation, namespaces, podCapabilities, podCNIArgs, hook, limits, failClosed, kubernetes)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v\nwant %s", err, want)
 	}

@@ -26,6 +26,9 @@ type DRANode struct {
 	Claims  *state.Claims
 	Manager *attach.Manager
 	Log     *logrus.Entry
+	// Serving says whether nri-cni serves the node's runtime now (nil:
+	// always): claims are prepared only while it does (dra.Options.Serving).
+	Serving func() error
 	// PublishOnly publishes the node's ResourceSlice without registering
 	// with a kubelet (dra.Options.PublishOnly: the fleet simulation).
 	PublishOnly bool
@@ -68,8 +71,8 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 	}
 	o := dra.Options{NodeName: n.Clients.NodeName, Client: n.Clients.Core, Config: d, Claims: n.Claims,
 		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: n.Log,
-		PublishOnly: n.PublishOnly,
-		Candidates:  func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
+		PublishOnly: n.PublishOnly, Serving: n.Serving,
+		Candidates: func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
 	if d.PublishNADs() {
 		// The first publish waits for the NAD cache (bounded: without the
 		// CRD the config dir's networks go out after a while), so a restart

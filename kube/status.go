@@ -34,7 +34,10 @@ const (
 	ReasonIPAMClaimNotUsed = "IPAMClaimNotUsed"
 	// ReasonRequestIgnored: any other warning of planning.
 	ReasonRequestIgnored = "NetworkRequestIgnored"
-	fieldManager         = "nri-cni"
+	// ReasonStartedWithoutNetworks: containers of the pod ran before its
+	// networks were attached (the node does not fail closed).
+	ReasonStartedWithoutNetworks = "StartedWithoutNetworks"
+	fieldManager                 = "nri-cni"
 )
 
 // StatusWriter is attach.StatusSink: it queues each pod's latest network
@@ -138,6 +141,22 @@ func (w *StatusWriter) Noted(n attach.PodNote) {
 		reason = ReasonIPAMClaimNotUsed
 	}
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, reason, "nri-cni: %s", n.Note.Message)
+}
+
+// StartedWithoutNetworks implements attach.StartedWithoutSink: a Warning
+// Event on a pod whose containers ran before its networks were attached.
+func (w *StatusWriter) StartedWithoutNetworks(s attach.StartedWithout) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)}
+	what := "its networks are attached now"
+	switch {
+	case !s.Attached:
+		what = "and attaching them failed: it runs without them"
+	case s.Restarting:
+		what = "its networks are attached now and the containers are restarted (failClosed.restartStarted)"
+	}
+	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonStartedWithoutNetworks,
+		"nri-cni: containers %s started before the pod's networks were attached (nri-cni was not serving and this node's runtime "+
+			"does not refuse them: see nri-cni status and deploy/node); %s", strings.Join(s.Containers, ", "), what)
 }
 
 // CheckFailed implements attach.DriftSink: a Warning Event on the pod whose

@@ -146,6 +146,25 @@ func TestIgnoredIPAMClaimIsAWarningEvent(t *testing.T) {
 	assert.Equal(t, "Warning NetworkRequestIgnored nri-cni: something else", <-rec.Events)
 }
 
+// TestStartedWithoutNetworksIsAWarningEvent: containers found running
+// before their pod's networks get a Warning Event naming them and what
+// happens now.
+func TestStartedWithoutNetworksIsAWarningEvent(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	var sink attach.StatusSink = NewStatusWriter(fake.NewClientset(), rec, quietLog(), StatusOptions{})
+	s, ok := sink.(attach.StartedWithoutSink)
+	require.True(t, ok, "the status writer reports containers started without networks")
+	s.StartedWithoutNetworks(attach.StartedWithout{Namespace: "ns1", Name: "web", UID: "uid-web", Containers: []string{"app", "log"}, Attached: true})
+	s.StartedWithoutNetworks(attach.StartedWithout{Namespace: "ns1", Name: "web", UID: "uid-web", Containers: []string{"app"}, Attached: true, Restarting: true})
+	s.StartedWithoutNetworks(attach.StartedWithout{Namespace: "ns1", Name: "bad", UID: "uid-bad", Containers: []string{"app"}})
+	for _, want := range []string{"containers app, log started before the pod's networks were attached", "restarted (failClosed.restartStarted)",
+		"attaching them failed: it runs without them"} {
+		ev := <-rec.Events
+		assert.Contains(t, ev, "Warning StartedWithoutNetworks nri-cni: ")
+		assert.Contains(t, ev, want)
+	}
+}
+
 func TestStatusPatchTouchesOnlyTheAnnotationAndCarriesTheUID(t *testing.T) {
 	c := fake.NewClientset(testPod())
 	var p patches

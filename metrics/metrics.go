@@ -23,7 +23,12 @@ type Metrics struct {
 	connected prometheus.Gauge
 	ready     *prometheus.GaugeVec
 	checks    *prometheus.CounterVec
+	started   prometheus.Counter
+	unprot    prometheus.Counter
+	failOpen  prometheus.Gauge
 	isUp      atomic.Bool
+	// ready answers /readyz (nil: ready iff connected).
+	readiness atomic.Pointer[func() (bool, string)]
 }
 
 // New registers the metrics; attachments reports the current number of
@@ -53,8 +58,20 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 			Name: "nri_cni_check_failures_total",
 			Help: "Attachments whose CNI CHECK failed (drift), by network.",
 		}, []string{"network"}),
+		started: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nri_cni_started_without_networks_total",
+			Help: "Containers found running before their pod's networks were attached (nri-cni was not serving and the node did not refuse them).",
+		}),
+		unprot: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nri_cni_unprotected_pods_total",
+			Help: "Pods given networks that do not require nri-cni (annotation required-plugins.noderesource.dev/pod): their containers would start without the networks while nri-cni is away.",
+		}),
+		failOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nri_cni_node_fail_open",
+			Help: "1 when this node's runtime is not configured to refuse containers of pods that require nri-cni while it is away (see nri-cni status), else 0.",
+		}),
 	}
-	m.reg.MustRegister(m.ops, m.duration, m.connected, m.ready, m.checks,
+	m.reg.MustRegister(m.ops, m.duration, m.connected, m.ready, m.checks, m.started, m.unprot, m.failOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nri_cni_attachments",
 			Help: "Networks currently attached (from nri-cni's records).",
@@ -85,6 +102,27 @@ func (m *Metrics) NetworkReady(network string, ready bool) {
 // CheckFailed counts a failed CNI CHECK.
 func (m *Metrics) CheckFailed(network string) { m.checks.WithLabelValues(network).Inc() }
 
+// StartedWithoutNetworks counts containers that ran before their pod's
+// networks were attached.
+func (m *Metrics) StartedWithoutNetworks(containers int) { m.started.Add(float64(containers)) }
+
+// UnprotectedPod counts a pod given networks that does not require nri-cni.
+func (m *Metrics) UnprotectedPod() { m.unprot.Inc() }
+
+// SetNodeFailOpen records whether the node's runtime lets a pod's
+// containers start while nri-cni is away.
+func (m *Metrics) SetNodeFailOpen(open bool) {
+	if open {
+		m.failOpen.Set(1)
+	} else {
+		m.failOpen.Set(0)
+	}
+}
+
+// SetReadiness sets what /readyz answers: ready, and why not (or a
+// summary). Unset, /readyz follows the connection, as /healthz.
+func (m *Metrics) SetReadiness(f func() (ready bool, detail string)) { m.readiness.Store(&f) }
+
 // SetConnected records the runtime connection state.
 func (m *Metrics) SetConnected(up bool) {
 	m.isUp.Store(up)
@@ -95,7 +133,10 @@ func (m *Metrics) SetConnected(up bool) {
 	}
 }
 
-// Handler serves /metrics and /healthz (200 while connected, else 503).
+// Handler serves /metrics, /healthz (200 while connected, else 503: the
+// liveness probe) and /readyz (200 while serving: connected, synchronized
+// with the runtime and, in Kubernetes mode, its NAD cache synced; else 503
+// with the reason: the readiness probe).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
@@ -105,6 +146,20 @@ func (m *Metrics) Handler() http.Handler {
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ready, detail := m.isUp.Load(), "not connected to the runtime"
+		if ready {
+			detail = "connected to the runtime"
+		}
+		if f := m.readiness.Load(); f != nil {
+			ready, detail = (*f)()
+		}
+		if !ready {
+			http.Error(w, detail, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(detail + "\n"))
 	})
 	return mux
 }

@@ -72,3 +72,38 @@ func TestReadinessAndDriftMetrics(t *testing.T) {
 		t.Errorf("healthz with a network not ready = %d, want 200", code)
 	}
 }
+
+func TestReadyz(t *testing.T) {
+	m := New(func() float64 { return 0 }, func() float64 { return 0 })
+	h := m.Handler()
+	// Unset: follows the connection.
+	if code, _ := get(t, h, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz before connecting = %d, want 503", code)
+	}
+	m.SetConnected(true)
+	if code, _ := get(t, h, "/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz when connected (no readiness set) = %d, want 200", code)
+	}
+	ready, why := false, "connected; synchronizing with the runtime"
+	m.SetReadiness(func() (bool, string) { return ready, why })
+	code, body := get(t, h, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "synchronizing") {
+		t.Fatalf("readyz while synchronizing = %d %q, want 503 naming why", code, body)
+	}
+	if code, _ := get(t, h, "/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz is about the connection only: %d", code)
+	}
+	ready, why = true, "serving"
+	if code, body := get(t, h, "/readyz"); code != http.StatusOK || body != "serving\n" {
+		t.Fatalf("readyz when serving = %d %q", code, body)
+	}
+	m.StartedWithoutNetworks(2)
+	m.SetNodeFailOpen(true)
+	m.UnprotectedPod()
+	_, body = get(t, h, "/metrics")
+	for _, want := range []string{"nri_cni_started_without_networks_total 2", "nri_cni_node_fail_open 1", "nri_cni_unprotected_pods_total 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

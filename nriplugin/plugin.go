@@ -39,13 +39,32 @@ type Plugin struct {
 	log       *logrus.Entry
 	configure ConfigureFunc
 
-	mu      sync.RWMutex // guards eng and runtime
-	eng     *Engine
-	runtime string // the runtime's name, from Configure
+	mu   sync.RWMutex // guards eng and conn
+	eng  *Engine
+	conn connState // serving.go
 
 	// OnConnection, if set, learns when the runtime connection is up
 	// (configured) or gone. Set it before running the plugin.
 	OnConnection func(up bool)
+	// OnRuntime, if set, learns the runtime's name and version at every
+	// Configure (the node's fail-closed check). It must return at once.
+	OnRuntime func(name, version string)
+	// Name and Idx are how the plugin registers with the runtime ("" when
+	// unknown): a pod requires nri-cni by naming it (required.go).
+	Name, Idx string
+	// OnUnprotected, if set, learns of every pod that gets networks without
+	// requiring nri-cni (the metric); it must return at once.
+	OnUnprotected func()
+	// NodeFailClosed, if set, says whether the node's runtime refuses the
+	// containers of pods that require nri-cni while it is away; an
+	// unprotected pod is then logged at warning level (else debug: the
+	// node's own warning covers it).
+	NodeFailClosed func() bool
+	// Hook, when its Socket is set (and the plugin serves it, ServeAwait),
+	// is added to containers whose pod's background attach still runs,
+	// instead of waiting inside CreateContainer (await.go).
+	Hook   Hook
+	awaits awaits
 }
 
 func (p *Plugin) connection(up bool) {
@@ -79,15 +98,12 @@ func (p *Plugin) Manager() *attach.Manager {
 // event the plugin implements.
 func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
 	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version})
-	p.mu.Lock()
-	p.runtime = runtime
-	p.mu.Unlock()
 	if p.configure == nil {
 		if config != "" {
 			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
 		}
 		log.Info("connected to the runtime")
-		p.connection(true)
+		p.connected(runtime, version)
 		return 0, nil
 	}
 	eng, err := p.configure(ctx, config)
@@ -99,39 +115,11 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 	p.eng = eng
 	p.mu.Unlock()
 	log.Info("configured by the runtime")
-	p.connection(true)
+	p.connected(runtime, version)
 	return 0, nil
 }
 
 var errNotConfigured = errors.New("nri-cni is not configured yet")
-
-// Synchronize hands the runtime's live pods to a background resync (GC of
-// what is gone, attach of what was missed) and answers at once: the resync
-// runs CNI commands and must not hold up the runtime's request deadline. A
-// container created before the resync reaches its pod is covered by
-// CreateContainer.
-func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
-	eng := p.Engine()
-	if eng == nil {
-		return nil, errNotConfigured
-	}
-	mgr := eng.Manager
-	live := make([]attach.Sandbox, 0, len(pods))
-	for _, pod := range pods {
-		sb, _ := sandboxOf(pod)
-		live = append(live, sb)
-	}
-	p.mu.RLock()
-	opts := reconcile.SyncOptions{AttachMissing: mgr.Config().SyncAttach, PidlessPods: pidlessRuntime(p.runtime), ListedAt: time.Now().UTC()}
-	p.mu.RUnlock()
-	p.log.WithFields(logrus.Fields{"pods": len(pods), "syncAttach": opts.AttachMissing}).Info("synchronizing with the runtime")
-	go func() {
-		start := time.Now()
-		res := eng.Resync.Sync(context.WithoutCancel(ctx), live, opts)
-		reconcile.LogSync(p.log, res, time.Since(start))
-	}()
-	return nil, nil
-}
 
 // pidlessRuntime reports whether the runtime hands NRI Pid 0 for pods it is
 // running: CRI-O does for every pod whose infra container it dropped (the
@@ -156,7 +144,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 		return errNotConfigured
 	}
 	if mgr.Config().BackgroundAttach {
-		return p.startBackground(ctx, mgr, sb, log)
+		return p.startBackground(ctx, mgr, pod, sb, log)
 	}
 	start := time.Now()
 	rec, err := mgr.Attach(ctx, sb)
@@ -166,8 +154,29 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	}
 	if rec != nil {
 		log.WithField("networks", len(rec.Networks)).Info("attached")
+		p.checkProtected(pod, log)
 	}
 	return nil
+}
+
+// checkProtected warns when pod, which gets nri-cni's networks, does not
+// require nri-cni: its containers would start without the networks if
+// nri-cni were away (required.go).
+func (p *Plugin) checkProtected(pod *api.PodSandbox, log *logrus.Entry) {
+	if p.Name == "" || requires(pod.GetAnnotations(), p.Name, p.Idx) {
+		return
+	}
+	if p.OnUnprotected != nil {
+		p.OnUnprotected()
+	}
+	l := log.WithField("annotation", RequiredAnnotation)
+	msg := "the pod gets networks but does not require nri-cni: while nri-cni is away its containers would start without them " +
+		"(is deploy/base's required-plugins MutatingAdmissionPolicy installed?)"
+	if p.NodeFailClosed != nil && p.NodeFailClosed() {
+		l.Warn(msg)
+		return
+	}
+	l.Debug(msg)
 }
 
 // CreateContainer makes sure the container's pod has its networks before the
@@ -196,8 +205,19 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	start := time.Now()
 	p.mu.RLock()
-	pidless := pidlessRuntime(p.runtime)
+	pidless := pidlessRuntime(p.conn.runtime)
 	p.mu.RUnlock()
+	if mgr.Config().BackgroundAttach && p.Hook.Socket != "" {
+		adj, err := p.hookFor(ctx, mgr, sb, pidless)
+		if err != nil {
+			p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName()}).WithError(err).
+				Error("the pod's attach failed: the container is not created (the kubelet retries)")
+		} else if adj != nil {
+			p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName()}).
+				Debug("the pod's attach still runs: the container waits for it in the await hook")
+		}
+		return adj, nil, err
+	}
 	if mgr.Config().BackgroundAttach {
 		return nil, nil, p.waitBackground(ctx, mgr, pod, ctr, sb, pidless, start)
 	}
@@ -246,7 +266,7 @@ func (p *Plugin) waitBackground(ctx context.Context, mgr *attach.Manager, pod *a
 // once, as an attach in line would) and hands the attach to the engine's
 // background (backgroundAttach): the runtime is answered without waiting
 // for the CNI chains, and the pod's first CreateContainer waits for them.
-func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, log *logrus.Entry) error {
+func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, pod *api.PodSandbox, sb attach.Sandbox, log *logrus.Entry) error {
 	skip, err := mgr.Background().PlanFirst(ctx, sb)
 	if err != nil {
 		return attachFailed(mgr, log, err)
@@ -257,6 +277,7 @@ func (p *Plugin) startBackground(ctx context.Context, mgr *attach.Manager, sb at
 	if mgr.Background().Start(sb) {
 		log.Debug("attach started in the background")
 	}
+	p.checkProtected(pod, log)
 	return nil
 }
 
@@ -294,6 +315,7 @@ func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, ev
 		return errNotConfigured
 	}
 	sb, _ := sandboxOf(pod)
+	p.awaits.forget(sb.ID)
 	log := p.podLog(pod).WithField("event", event)
 	start := time.Now()
 	err := mgr.Detach(ctx, sb, final)

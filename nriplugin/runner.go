@@ -27,7 +27,7 @@ func RunExternal(ctx context.Context, p *Plugin, socket, name, idx string, log *
 	for {
 		start := time.Now()
 		err := runOnce(ctx, p, stub.WithSocketPath(socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
-		p.connection(false)
+		p.disconnected()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -54,7 +54,7 @@ func RunExternal(ctx context.Context, p *Plugin, socket, name, idx string, log *
 // when the runtime closes the connection (the runtime relaunches us).
 func RunPrelaunched(ctx context.Context, p *Plugin) error {
 	err := runOnce(ctx, p)
-	p.connection(false)
+	p.disconnected()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -36,6 +36,10 @@ type SyncOptions struct {
 	// sandbox, and lists a sandbox whose start failed as NOTREADY with Pid 0
 	// (and its netns still pinned) after a restart.
 	PidlessPods bool
+	// Running are the runtime's running containers by sandbox id. A pod the
+	// resync attaches (or fails to) with containers running started them
+	// without its networks: reported, and restarted if failClosed says so.
+	Running map[string][]Container
 	// ListedAt is when the runtime's list was received. A record created
 	// after it belongs to a pod attached since (Synchronize answers at once,
 	// and a RunPodSandbox may come before the resync runs): it is kept even
@@ -46,7 +50,8 @@ type SyncOptions struct {
 // Resyncer reconciles nri-cni's records with the runtime's list of
 // sandboxes (NRI Synchronize, sent on every (re)connect).
 type Resyncer struct {
-	mgr *attach.Manager
+	mgr   *attach.Manager
+	stops restarts // containers being stopped (started.go)
 
 	mu    sync.Mutex // guards after
 	after []func()
@@ -117,6 +122,10 @@ func (r *Resyncer) attachMissing(ctx context.Context, live []attach.Sandbox, opt
 		actx, cancel := context.WithTimeout(ctx, time.Duration(len(cfg.Networks)+1)*cfg.CNITimeout.D()*2)
 		rec, err := m.AttachIfAbsent(actx, sb)
 		cancel()
+		attachedNow, failed := err == nil && rec != nil, err != nil && !errors.Is(err, attach.ErrKnown)
+		if ctrs := opts.Running[sb.ID]; len(ctrs) > 0 && (attachedNow || failed) {
+			r.startedWithout(ctx, sb, ctrs, attachedNow)
+		}
 		switch {
 		case errors.Is(err, attach.ErrKnown):
 		case err != nil:

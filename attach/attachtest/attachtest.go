@@ -324,6 +324,22 @@ type Sink struct {
 	status   []attach.PodNetworks
 	failures []attach.AttachFailure
 	notes    []attach.PodNote
+	started  []attach.StartedWithout
+}
+
+// StartedWithoutNetworks implements attach.StartedWithoutSink.
+func (s *Sink) StartedWithoutNetworks(w attach.StartedWithout) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = append(s.started, w)
+}
+
+// Started returns the pods reported with containers started before their
+// networks.
+func (s *Sink) Started() []attach.StartedWithout {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]attach.StartedWithout(nil), s.started...)
 }
 
 // Noted implements attach.NoteSink.

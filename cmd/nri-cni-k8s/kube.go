@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sirupsen/logrus"
@@ -49,7 +50,12 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	if f := multus.Primary(); f != "" && k.NPWG() {
 		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
 	}
-	km := &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary}
+	km := &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary, Ready: func() error {
+		if !mode.Source.HasSynced() {
+			return errors.New("the NetworkAttachmentDefinition cache has not synced yet")
+		}
+		return nil
+	}}
 	var claims *state.Claims
 	if k.DRAOn() {
 		// Opened now: the engine reads the prepared claims at every pod start.
@@ -61,7 +67,7 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		}
 		km.Claims = claims
 	}
-	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer) error {
+	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer, serving func() error) error {
 		// Each status written is recorded: a restart writes only those
 		// it did not confirm (the fleet's restart storm, docs/scale.md).
 		mode.Status.OnWritten(mgr.StatusWritten)
@@ -74,7 +80,7 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		if !k.DRAOn() {
 			return nil
 		}
-		drv, err := kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: mode, Claims: claims, Manager: mgr,
+		drv, err := kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: mode, Claims: claims, Manager: mgr, Serving: serving,
 			Log: log.WithField("component", "dra")})
 		if err != nil {
 			return err

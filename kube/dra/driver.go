@@ -45,6 +45,9 @@ var (
 	ErrNotOwnClaim  = errors.New("not a pod's own claim")
 	ErrUnknownDev   = errors.New("not a network device of this node")
 	ErrAdminAccess  = errors.New("admin access to network devices is not supported")
+	// ErrNotServing: nri-cni is not serving the node's runtime now; the
+	// kubelet prepares the claim again later.
+	ErrNotServing = errors.New("nri-cni is not serving the node's runtime, so the claim's network could not be attached to the pod (the kubelet retries)")
 )
 
 // ClaimSink is told when a claim is released (its status entries go).
@@ -77,6 +80,11 @@ type Options struct {
 	// cache never syncs: the node's networks go out after WaitTimeout.
 	WaitFor     func(ctx context.Context) error
 	WaitTimeout time.Duration
+	// Serving, when set, says whether nri-cni serves the node's runtime
+	// (connected to its NRI socket and synchronized). A claim is prepared
+	// only while it does: the pod's sandbox must not start with nri-cni
+	// away, or its containers would start without the claim's network.
+	Serving func() error
 	// PublishOnly publishes the ResourceSlice through a ResourceSlice
 	// controller of the driver's own (publisher.go) instead of registering
 	// with the kubelet, whose plugin helper would run the same controller:
@@ -368,8 +376,12 @@ func (d *Driver) network(pool, device string) (string, bool) {
 // checked and recorded; no CNI runs here.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	serving := d.waitServing(ctx)
 	for _, c := range claims {
-		devs, err := d.prepare(c)
+		devs, err := []kubeletplugin.Device(nil), serving
+		if serving == nil {
+			devs, err = d.prepare(c)
+		}
 		log := d.o.Log.WithFields(logrus.Fields{"claim": c.Name, "namespace": c.Namespace, "uid": c.UID})
 		if err != nil {
 			log.WithError(err).Warn("DRA: claim not prepared")
@@ -379,6 +391,36 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		out[c.UID] = kubeletplugin.PrepareResult{Err: err, Devices: devs}
 	}
 	return out, nil
+}
+
+// servingWait bounds how long a prepare waits for nri-cni to serve the
+// runtime (it registers with the kubelet before its NRI connection is up,
+// and reconnects after a runtime restart): long enough for a (re)connect
+// and its resync, short of the kubelet's call timeout. A prepare that fails
+// is retried by the kubelet only at its next pod sync (60-90 s in 1.37).
+const servingWait = 10 * time.Second
+
+// waitServing waits up to servingWait for Options.Serving to say nri-cni
+// serves the runtime; the error says why not.
+func (d *Driver) waitServing(ctx context.Context) error {
+	if d.o.Serving == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, servingWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := d.o.Serving()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNotServing, err)
+		case <-tick.C:
+		}
+	}
 }
 
 // prepare checks one claim and records it.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -213,4 +215,37 @@ func TestProbeMultiple(t *testing.T) {
 			d.mu.Unlock()
 		})
 	}
+}
+
+// A claim is prepared only while nri-cni serves the node's runtime: a
+// prepare waits a while for it (a restart's reconnect), then fails so that
+// the pod's sandbox does not start with nri-cni away; nothing is recorded.
+func TestPrepareWaitsForServing(t *testing.T) {
+	d, claims, _ := newDriver(t, config.SharingMultiple)
+	c := claim("team", "net", map[string]string{"a": DeviceName("alpha")})
+	var mu sync.Mutex
+	serving := errors.New("not connected to the runtime's NRI socket")
+	d.o.Serving = func() error { mu.Lock(); defer mu.Unlock(); return serving }
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		serving = nil
+		mu.Unlock()
+	}()
+	out, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+	require.NoError(t, err)
+	require.NoError(t, out[c.UID].Err, "prepared once nri-cni serves")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // the kubelet's call ends
+	defer cancel()
+	mu.Lock()
+	serving = errors.New("not connected to the runtime's NRI socket")
+	mu.Unlock()
+	c2 := claim("team", "net2", map[string]string{"a": DeviceName("alpha")})
+	c2.OwnerReferences[0].UID, c2.Status.ReservedFor[0].UID = "pod-2", "pod-2"
+	out, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c2})
+	require.NoError(t, err)
+	require.ErrorIs(t, out[c2.UID].Err, ErrNotServing)
+	assert.ErrorContains(t, out[c2.UID].Err, "not connected to the runtime's NRI socket")
+	assert.Empty(t, claims.ForPod("pod-2"), "not recorded")
 }

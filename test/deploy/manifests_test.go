@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
@@ -142,10 +145,35 @@ func TestDaemonSetArgsAreRunFlags(t *testing.T) {
 		"the probe asks the address the plugin serves")
 }
 
+// TestInitContainerInstallsTheAwaitHook: the second init container puts
+// nri-cni's binary where nri.conf's failClosed.hookPath says the runtime
+// finds it on the node, replacing an older one; the hook's socket is
+// mounted at its host path.
+func TestInitContainerInstallsTheAwaitHook(t *testing.T) {
+	b := loadBase(t)
+	ic := b.Container("install-hook")
+	require.NotNil(t, ic)
+	cfg := parseNriConf(t, b)
+	fc := cfg.FailClosed
+	require.True(t, fc.HookOn(), "deploy/base turns the await hook on")
+	require.True(t, cfg.BackgroundAttach, "the hook serves background attaches")
+	assert.Equal(t, []string{"install-plugins", "--replace", "--from", filepath.Dir(build.BinaryPath), "--to",
+		"/host" + filepath.Dir(fc.HookPath), filepath.Base(build.BinaryPath)}, ic.Args)
+	assert.Equal(t, filepath.Base(build.BinaryPath), filepath.Base(fc.HookPath))
+	to := MountFor(ic, "/host"+filepath.Dir(fc.HookPath))
+	require.NotNil(t, to)
+	assert.Equal(t, filepath.Dir(fc.HookPath), b.Volume(to.Name).HostPath.Path, "installed at the host path the hook names")
+	main := b.Container(ContainerName)
+	sock := MountFor(main, fc.HookSocket)
+	require.NotNil(t, sock, "the hook socket's dir is mounted")
+	assert.Equal(t, filepath.Dir(fc.HookSocket), b.Volume(sock.Name).HostPath.Path, "at its host path")
+}
+
 func TestInitContainerInstallsWhatTheNetworksUse(t *testing.T) {
 	b := loadBase(t)
 	ic := b.Container(InitContainerName)
-	require.Equal(t, []corev1.Container{*ic}, b.DaemonSet.Spec.Template.Spec.InitContainers)
+	require.Len(t, b.DaemonSet.Spec.Template.Spec.InitContainers, 2, "the plugins and the await hook")
+	require.Equal(t, *ic, b.DaemonSet.Spec.Template.Spec.InitContainers[0])
 	require.GreaterOrEqual(t, len(ic.Args), 6)
 	assert.Equal(t, []string{"install-plugins", "--from", build.PluginDir, "--to", "/host/opt/cni/bin"}, ic.Args[:5])
 	names := ic.Args[5:]
@@ -262,4 +290,79 @@ func TestConfigMapNetwork(t *testing.T) {
 	assert.Equal(t, map[string]any{"mac": true}, conf.Plugins[1]["capabilities"])
 	assert.Equal(t, "bandwidth", conf.Plugins[2]["type"])
 	assert.Equal(t, map[string]any{"bandwidth": true}, conf.Plugins[2]["capabilities"])
+}
+
+// The required-plugins policy asks what nri.conf decides: the pods it makes
+// wait for nri-cni are those nri-cni attaches networks to.
+func TestRequiredPluginsPolicy(t *testing.T) {
+	b := loadBase(t)
+	p, pb := b.RequiredPolicy, b.RequiredPolicyBinding
+	assert.Equal(t, "admissionregistration.k8s.io/v1", p.APIVersion)
+	assert.Equal(t, "admissionregistration.k8s.io/v1", pb.APIVersion)
+	assert.Equal(t, "nri-cni-required-plugins", p.Name)
+	assert.Equal(t, p.Name, pb.Spec.PolicyName)
+	require.NotNil(t, p.Spec.FailurePolicy)
+	assert.Equal(t, admissionv1.Fail, *p.Spec.FailurePolicy)
+	assert.Equal(t, admissionv1.IfNeededReinvocationPolicy, p.Spec.ReinvocationPolicy)
+	require.NotNil(t, p.Spec.MatchConstraints)
+	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
+	rule := p.Spec.MatchConstraints.ResourceRules[0]
+	assert.Equal(t, []admissionv1.OperationType{admissionv1.Create}, rule.Operations, "pod CREATE only")
+	assert.Equal(t, []string{"pods"}, rule.Resources)
+	assert.Equal(t, []string{""}, rule.APIGroups)
+
+	// nri-cni's own pod never waits for itself: hostNetwork, and labelled
+	// as the policy's condition skips.
+	ds := b.DaemonSet.Spec.Template
+	assert.True(t, ds.Spec.HostNetwork)
+	conds := map[string]string{}
+	for _, c := range p.Spec.MatchConditions {
+		conds[c.Name] = c.Expression
+	}
+	assert.Contains(t, conds["not-nri-cni"], fmt.Sprintf("labels['app.kubernetes.io/name'] != '%s'", ds.Labels["app.kubernetes.io/name"]))
+	assert.Contains(t, conds["not-host-network"], "object.spec.hostNetwork")
+	vars := map[string]string{}
+	for _, v := range p.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	for _, a := range []string{"k8s.v1.cni.cncf.io/networks", "nri-cni.io/networks"} {
+		assert.Contains(t, vars["asks"], "'"+a+"'")
+	}
+	assert.True(t, strings.HasPrefix(vars["value"], "!variables.asks ? '' :"), "pods that do not ask are left alone")
+
+	// The binding leaves out exactly the namespaces nri.conf excludes.
+	cfg := parseNriConf(t, b)
+	require.Empty(t, cfg.Namespaces.Include, "with namespaces.include, the binding must select those namespaces")
+	require.NotNil(t, pb.Spec.MatchResources)
+	assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: cfg.Namespaces.Exclude}}},
+		pb.Spec.MatchResources.NamespaceSelector, "namespaces.exclude of nri.conf")
+}
+
+// deploy/base-1.34 is deploy/base with the required-plugins policy and its
+// binding as v1beta1: nothing else.
+func TestBase134(t *testing.T) {
+	dir := filepath.Join(RepoRoot(), "deploy", "base-1.34")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"kustomization.yaml"}, names)
+	var k Kustomization
+	require.NoError(t, DecodeStrict(filepath.Join(dir, "kustomization.yaml"), &k))
+	assert.Equal(t, []string{"../base"}, k.Resources)
+	assert.Empty(t, k.Namespace, "deploy/base's")
+	b := loadBase(t)
+	var kinds []string
+	for _, p := range k.Patches {
+		assert.Equal(t, "admissionregistration.k8s.io", p.Target.Group)
+		assert.Equal(t, "v1", p.Target.Version)
+		kinds = append(kinds, p.Target.Kind)
+		var ops []map[string]any
+		require.NoError(t, DecodeStrictBytes([]byte(p.Patch), &ops))
+		assert.Equal(t, []map[string]any{{"op": "replace", "path": "/apiVersion", "value": "admissionregistration.k8s.io/v1beta1"}}, ops)
+	}
+	assert.Equal(t, []string{b.RequiredPolicy.Kind, b.RequiredPolicyBinding.Kind}, kinds)
 }

@@ -86,6 +86,14 @@ func TestVolumesAreSaneAndAllUsed(t *testing.T) {
 					"%s: %s: nothing mounts back into the host", c.Name, m.Name)
 			}
 			if v.HostPath != nil && c.Name == ContainerName {
+				if v.HostPath.Path == "/etc" {
+					// The host's /etc, only read (the fail-closed check of
+					// the runtime's config, under nri.conf's nodeRoot).
+					assert.Equal(t, "/host/etc", m.MountPath, m.Name)
+					assert.True(t, m.ReadOnly, "%s: the host's /etc is read only", m.Name)
+					assert.Equal(t, "/host", parseNriConf(t, b).FailClosed.NodeRoot, "nri.conf's failClosed.nodeRoot is where it is mounted")
+					continue
+				}
 				assert.Equal(t, v.HostPath.Path, m.MountPath,
 					"%s: node paths are seen at the same path (the runtime's netns and cache paths)", m.Name)
 			}
@@ -142,8 +150,6 @@ func TestKindConfigPatchesNRI(t *testing.T) {
 	patch := k.ContainerdConfigPatches[0]
 	assert.Contains(t, patch, `[plugins."io.containerd.nri.v1.nri"]`)
 	assert.Contains(t, patch, "disable = false")
-	assert.Contains(t, patch, `plugin_request_timeout = "5s"`)
-	assert.Contains(t, patch, `socket_path = "/var/run/nri/nri.sock"`)
 	// Fail-closed per pod: the default validator on, no node-wide list (a
 	// node-wide one blocks every container while nri-cni is down, its own
 	// DaemonSet pod's included).
@@ -182,7 +188,8 @@ func TestKubectlKustomizeRenders(t *testing.T) {
 		switch obj.Kind {
 		case "ConfigMap", "DaemonSet", "ServiceAccount":
 			assert.Equal(t, "kube-system", obj.Metadata.Namespace, obj.Kind)
-		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DeviceClass":
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DeviceClass",
+			"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
 			// kustomize up to v5.7 takes these for namespaced
 			// (kubernetes-sigs/kustomize#6051; DeviceClass is newer than
 			// its list of cluster-scoped kinds); kubectl and the API

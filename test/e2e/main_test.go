@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/nri-cni/nri-cni/test/harness"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
@@ -146,6 +149,20 @@ func startCRIO(ctx context.Context, dir string, dropInfra bool) (*harness.CRIO, 
 
 // startContainerd starts a private containerd in dir and imports the pause
 // image into it. edit may change the options.
+// privateContainerd starts a containerd of the test's own (startContainerd
+// in a short temp dir: unix socket paths) and stops and removes it at the
+// test's end.
+func privateContainerd(ctx context.Context, t *testing.T, edit ...func(*harness.ContainerdOpts)) *harness.Containerd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ctd")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctd, err := startContainerd(ctx, dir, edit...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, ctd.Close(context.Background())) })
+	return ctd
+}
+
 func startContainerd(ctx context.Context, dir string, edit ...func(*harness.ContainerdOpts)) (*harness.Containerd, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

@@ -28,19 +28,13 @@ func TestFailedSandboxListedAfterRestartIsNotAttached(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	ctdDir, err := os.MkdirTemp("", "ctd") // short: unix socket paths
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(ctdDir) })
-
 	primaryFail := filepath.Join(dir, "fail-primary-del")
 	require.NoError(t, os.WriteFile(primaryFail, nil, 0o644))
-	ctd, err := startContainerd(ctx, ctdDir, func(o *harness.ContainerdOpts) {
+	ctd := privateContainerd(ctx, t, func(o *harness.ContainerdOpts) {
 		o.ExtraCNIBinDirs = []string{world.recorderDir}
 		o.PrimaryExtra = []map[string]any{{"type": "cni-recorder", "recordFile": filepath.Join(dir, "primary.jsonl"),
 			"failOn": "DEL", "failWhile": primaryFail}}
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, ctd.Close(context.Background())) })
 
 	secFail := filepath.Join(dir, "fail-secondary-add")
 	require.NoError(t, os.WriteFile(secFail, nil, 0o644))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-cni/nri-cni/deploy/node"
 	"github.com/nri-cni/nri-cni/test/deploy"
 	"github.com/nri-cni/nri-cni/test/harness"
 	"github.com/nri-cni/nri-cni/test/testenv"
@@ -30,6 +31,7 @@ const (
 type requiredCase struct {
 	name      string
 	validator string            // TOML appended to containerd's config
+	imports   []string          // containerd's config imports these (the node drop-in)
 	asks      map[string]string // what a pod that wants networks carries besides nri-cni.io/networks
 	// nodeWide: every pod's containers wait for nri-cni, except tolerated ones.
 	nodeWide bool
@@ -39,17 +41,17 @@ type requiredCase struct {
 // starts (without net1) but its container is not created, with containerd's
 // "required plugin" error; nri-cni started: the container is created and the
 // pod has net1 before it starts. nri-cni runs with syncAttach off, so the
-// attach can only come from its CreateContainer handler. Per pod (what the
-// kind patch sets up) only pods that ask for networks wait; node-wide, every
-// pod without the toleration annotation waits — nri-cni's own pod included.
+// attach can only come from its CreateContainer handler. Per pod (the node
+// drop-in deploy/node/containerd/10-nri-cni.toml, imported as `nri-cni
+// node-setup` sets a node up, and the annotation in the form deploy/base's
+// admission policy adds) only pods that ask for networks wait; node-wide,
+// every pod without the toleration annotation waits — nri-cni's own pod
+// included.
 func TestRequiredNRICNI(t *testing.T) {
 	testenv.RequireRoot(t)
-	k, err := deploy.LoadKindConfig(harness.RepoRoot())
-	require.NoError(t, err)
-	kindValidator := k.PatchTable(deploy.NRIValidatorTable)
-	require.Contains(t, kindValidator, "enable = true", "the kind patch enables the validator")
 	for _, tc := range []requiredCase{
-		{name: "per-pod (kind patch)", validator: kindValidator, asks: map[string]string{requiredAnnotation: `["nri-cni"]`}},
+		{name: "per-pod (deploy/node drop-in)", imports: []string{filepath.Join(harness.RepoRoot(), node.ContainerdDropInRepoPath)},
+			asks: map[string]string{requiredAnnotation + "/pod": `["nri-cni"]`}},
 		{name: "node-wide", nodeWide: true, validator: fmt.Sprintf("\n[%s]\n  enable = true\n  required_plugins = [\"nri-cni\"]\n"+
 			"  tolerate_missing_plugins_annotation = %q\n", deploy.NRIValidatorTable, tolerateAnnotation)},
 	} {
@@ -61,12 +63,7 @@ func testRequired(t *testing.T, tc requiredCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	ctdDir, err := os.MkdirTemp("", "ctd") // short: unix socket paths
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(ctdDir) })
-	ctd, err := startContainerd(ctx, ctdDir, func(o *harness.ContainerdOpts) { o.ExtraTOML = "\n" + tc.validator })
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, ctd.Close(context.Background())) })
+	ctd := privateContainerd(ctx, t, func(o *harness.ContainerdOpts) { o.ExtraTOML, o.DropIns = "\n"+tc.validator, tc.imports })
 
 	record := filepath.Join(dir, "calls.jsonl")
 	sec, cfg, cfgPath := pluginSetup(t, dir, map[string]any{"type": "cni-recorder", "recordFile": record})

@@ -14,6 +14,9 @@ import (
 type ContainerSpec struct {
 	Name        string
 	Annotations map[string]string
+	// Command replaces the pause image's entrypoint, e.g. ["/pause",
+	// "--require-iface", "net1"] (exits 1 at once without net1).
+	Command []string
 }
 
 // CreateContainer creates a container in the pod sandbox podID, which RunPod
@@ -24,8 +27,10 @@ func (c *CRI) CreateContainer(ctx context.Context, podID string, pod PodSpec, ct
 	resp, err := c.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: podID,
 		Config: &runtimeapi.ContainerConfig{
-			Metadata:    &runtimeapi.ContainerMetadata{Name: ctr.Name},
-			Image:       &runtimeapi.ImageSpec{Image: PauseImage},
+			Metadata: &runtimeapi.ContainerMetadata{Name: ctr.Name},
+			// UserSpecifiedImage: CRI-O verifies the image it names.
+			Image:       &runtimeapi.ImageSpec{Image: PauseImage, UserSpecifiedImage: PauseImage},
+			Command:     ctr.Command,
 			Annotations: ctr.Annotations,
 			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				// The pod's network namespace; its own pid namespace, as the

@@ -9,8 +9,9 @@ import (
 )
 
 // runcWrapper is the runtime_path CRI-O runs: before runc create/run it
-// edits the bundle's config.json. Test-only, for what this host cannot do
-// and CRI-O, unlike containerd, has no setting for:
+// edits the bundle's config.json, and before runc exec (exec probes) the
+// process file it names (its capabilities, as below). Test-only, for what
+// this host cannot do and CRI-O, unlike containerd, has no setting for:
 //   - a negative process.oomScoreAdj is dropped: CRI-O asks for -998 on the
 //     pause container (the kubelet for -997 on a critical pod) and has no
 //     restrict_oom_score_adj; without CAP_SYS_RESOURCE runc would fail;
@@ -32,10 +33,14 @@ func (c *CRIO) runcWrapper() (string, error) {
 	}
 	test := `(.process.oomScoreAdj // 0) < 0`
 	edit := `if (.process.oomScoreAdj // 0) < 0 then del(.process.oomScoreAdj) else . end`
+	// An exec's process file: its capabilities only.
+	procTest, procEdit := `false`, `.`
 	if missing := capsNotBounding(); len(missing) > 0 {
 		list := `["` + strings.Join(missing, `","`) + `"]`
 		test += ` or ([(.process.capabilities // {})[] | .[]?] - (` + list + `) != [(.process.capabilities // {})[] | .[]?])`
 		edit += ` | if .process.capabilities then .process.capabilities |= with_entries(.value = ((.value // []) - ` + list + `)) else . end`
+		procTest = `([(.capabilities // {})[] | .[]?] - (` + list + `) != [(.capabilities // {})[] | .[]?])`
+		procEdit = `if .capabilities then .capabilities |= with_entries(.value = ((.value // []) - ` + list + `)) else . end`
 	}
 	if hugetlbUnusable() {
 		test += ` or ((.linux.resources.hugepageLimits // []) | length > 0)`
@@ -44,10 +49,10 @@ func (c *CRIO) runcWrapper() (string, error) {
 	return fmt.Sprintf(`#!/bin/bash
 # Test-only runc wrapper written by the nri-cni harness (see crio_wrapper.go).
 set -e
-bundle= prev=
+bundle= proc= prev=
 for a in "$@"; do
-	case $prev in --bundle|-b) bundle=$a ;; esac
-	case $a in --bundle=*) bundle=${a#--bundle=} ;; esac
+	case $prev in --bundle|-b) bundle=$a ;; --process|-p) proc=$a ;; esac
+	case $a in --bundle=*) bundle=${a#--bundle=} ;; --process=*) proc=${a#--process=} ;; esac
 	prev=$a
 done
 cfg=$bundle/config.json
@@ -55,8 +60,12 @@ if [[ -n $bundle && -f $cfg ]] && %[1]s -e %[3]q "$cfg" >/dev/null; then
 	%[1]s %[4]q "$cfg" >"$cfg.nri-cni-tmp"
 	mv "$cfg.nri-cni-tmp" "$cfg"
 fi
+if [[ -n $proc && -f $proc ]] && %[1]s -e %[5]q "$proc" >/dev/null; then
+	%[1]s %[6]q "$proc" >"$proc.nri-cni-tmp"
+	mv "$proc.nri-cni-tmp" "$proc"
+fi
 exec %[2]q "$@"
-`, jq, c.runc, test, edit), nil
+`, jq, c.runc, test, edit, procTest, procEdit), nil
 }
 
 // capNames are the capabilities by number (linux/capability.h; a stable

@@ -325,6 +325,15 @@ func TestDRARestarts(t *testing.T) {
 // restart before the sandbox runs. When the NAD appears, the kubelet's
 // retry runs the sandbox against the restarted nri-cni, which attaches the
 // claim from its record on disk — no API call — beside the annotation's NAD.
+//
+// Issue 32: on a loaded machine the kubelet's retry used to land in the
+// moment the restarted nri-cni had registered its DRA driver (so the claim
+// was prepared) but was not yet connected to containerd: the sandbox ran
+// without nri-cni and the pod went Ready without its networks ("mid0" not
+// in the pod). A claim is now prepared only while nri-cni serves the
+// runtime, and the pod requires nri-cni (deploy/base's admission policy),
+// so the runtime refuses its containers meanwhile. The container exits at
+// once if mid0 is missing: a window cannot hide as a Ready pod.
 func TestDRARestartsBetweenPrepareAndRun(t *testing.T) {
 	f := newFixture(t)
 	w := f.w
@@ -332,7 +341,10 @@ func TestDRARestartsBetweenPrepareAndRun(t *testing.T) {
 	f.claimTemplate("default", tmpl, netRequest{name: "net", network: w.o.NetName, config: `"interface":"mid0"`})
 	missing := harness.RandomName("nad-mid-")
 	name := harness.RandomName("dra-mid-")
-	f.create(f.claimPod(name, "default", map[string]string{npwgAnnotation: missing}, tmpl))
+	mid := f.claimPod(name, "default", map[string]string{npwgAnnotation: missing}, tmpl)
+	// Exits 1 at its first instruction if mid0 is not there.
+	mid.Spec.Containers[0].Command = []string{"/pause", "--require-iface", "mid0"}
+	f.create(mid)
 	msg := f.waitEvent("default", name, "FailedCreatePodSandBox", "no such NetworkAttachmentDefinition default/"+missing)
 	t.Logf("sandbox refused after the claim was prepared: %s", msg)
 	require.Len(t, f.claimFiles(), 1, "the prepared claim is recorded")
@@ -343,6 +355,9 @@ func TestDRARestartsBetweenPrepareAndRun(t *testing.T) {
 
 	n := f.newNAD("default", missing)
 	pod := f.waitReady("default", name)
+	for _, cs := range pod.Status.ContainerStatuses {
+		assert.Zero(t, cs.RestartCount, "container %s never ran without its networks", cs.Name)
+	}
 	mid0 := f.iface(pod, "mid0")
 	assert.True(t, (&nadNet{Subnet: w.o.Subnet}).contains(mid0.Addrs[0].String()), "mid0 from the claim's network")
 	assert.True(t, n.contains(f.iface(pod, "net1").Addrs[0].String()), "net1 from the annotation's NAD")

@@ -242,3 +242,29 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)
 		}
 	}
 }
+
+// Away moves the DaemonSet off the node (a nodeSelector no node has, as a
+// rolling upgrade, a crash or an eviction leaves the node without nri-cni)
+// and waits until its pod is gone. back puts it back and waits until the
+// new pod is Ready and registered; calling it again does nothing.
+func (d *Deployed) Away(ctx context.Context) (back func(context.Context) error, err error) {
+	const away = `{"spec":{"template":{"spec":{"nodeSelector":{"nri-cni.io/test-away":"true"}}}}}`
+	const home = `{"spec":{"template":{"spec":{"nodeSelector":null}}}}`
+	done := false
+	back = func(ctx context.Context) error {
+		if done {
+			return nil
+		}
+		done = true
+		synced := d.Registrations()
+		if _, err := d.Cluster.Kubectl(ctx, "-n", "kube-system", "patch", "ds/nri-cni", "--type=merge", "-p", home); err != nil {
+			return err
+		}
+		_, err := d.WaitReady(ctx, synced+1, 3*time.Minute)
+		return err
+	}
+	if _, err := d.Cluster.Kubectl(ctx, "-n", "kube-system", "patch", "ds/nri-cni", "--type=merge", "-p", away); err != nil {
+		return back, err
+	}
+	return back, d.WaitGone(ctx, 3*time.Minute)
+}

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cni/nri-cni/test/cluster"
@@ -53,6 +54,16 @@ type Overlay struct {
 	CNIConf  string // for /etc/cni
 	NRIDir   string // for /var/run/nri: the dir of the node runtime's nri.sock
 	NetnsDir string // for /var/run/netns: where the node runtime pins pod netns
+	// HostEtc is for /etc (read only: the fail-closed check reads the
+	// runtime's config there): copies of the node runtime's config and
+	// drop-ins at their node paths, etc/containerd/{config.toml,conf.d} or
+	// etc/crio/{crio.conf,crio.conf.d}.
+	HostEtc string
+	// RunDir is for /var/run/nri-cni (the await hook's socket) and HookBin
+	// for /opt/nri-cni/bin (the hook's binary): the runtime runs the hook on
+	// the node, so nri.conf names them by their node paths, and nri-cni
+	// mounts RunDir there too.
+	RunDir, HookBin string
 	// KubeletDir is the node kubelet's --root-dir, for /var/lib/kubelet: the
 	// DRA driver's sockets (plugins/nri-cni.io, plugins_registry) are
 	// mounted at their host paths (the kubelet dials the path the plugin
@@ -114,6 +125,7 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
 		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
 		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: filepath.Dir(rt.NRIAddress()),
+		HostEtc: filepath.Join(node, "etc"), RunDir: filepath.Join(node, "run"), HookBin: filepath.Join(node, "hook-bin"),
 		NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
 		KubeletDir: kubeletDir}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
@@ -151,18 +163,36 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 			return errors.New("kubernetes.dra.enabled is not true (the DRA driver must ship on)")
 		}
 		dra["kubeletDir"] = o.KubeletDir
+		// The await hook runs on the node: its socket and binary by their
+		// node paths.
+		fc, _ := conf["failClosed"].(map[string]any)
+		if fc == nil || fc["hookSocket"] == nil || fc["hookPath"] == nil {
+			return errors.New("failClosed.hookSocket and hookPath are not set (the await hook must ship on)")
+		}
+		fc["hookSocket"] = filepath.Join(o.RunDir, filepath.Base(fc["hookSocket"].(string)))
+		fc["hookPath"] = filepath.Join(o.HookBin, filepath.Base(fc["hookPath"].(string)))
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: b.ConfigMap.Data[deploy.ConfigKey]})
-	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir} {
+	if err := copyRuntimeConfig(rt, o.HostEtc); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir, o.RunDir, o.HookBin} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
 		}
 	}
-	base, err := filepath.Rel(o.Dir, b.Dir)
+	// deploy/base's MutatingAdmissionPolicy is admissionregistration.k8s.io/v1
+	// (Kubernetes >= 1.36); an older API server gets deploy/base-1.34, the
+	// same with it as v1beta1 (which test/cluster serves there).
+	baseDir, err := baseFor(ctx, kubectl, b.Dir)
+	if err != nil {
+		return nil, err
+	}
+	base, err := filepath.Rel(o.Dir, baseDir)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: %w", err)
 	}
@@ -187,6 +217,30 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		return nil, err
 	}
 	return o, nil
+}
+
+// baseFor is the kustomization to apply on the cluster kubectl talks to:
+// deploy/base (baseDir), or deploy/base-1.34 when the API server is older
+// than 1.36.
+func baseFor(ctx context.Context, kubectl Kubectl, baseDir string) (string, error) {
+	out, err := kubectl(ctx, "get", "--raw", "/version")
+	if err != nil {
+		return "", fmt.Errorf("overlay: the API server's version: %w", err)
+	}
+	var info struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return "", fmt.Errorf("overlay: the API server's version %q: %w", out, err)
+	}
+	v, err := version.ParseSemantic(info.GitVersion)
+	if err != nil {
+		return "", fmt.Errorf("overlay: the API server's version: %w", err)
+	}
+	if v.Major() == 1 && v.Minor() < 36 {
+		return filepath.Join(filepath.Dir(baseDir), "base-1.34"), nil
+	}
+	return baseDir, nil
 }
 
 // Close undoes the shared mount and deletes the example network's bridge
@@ -245,16 +299,21 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 			return nil, fmt.Errorf("deploy/base: container %s has no --metrics-addr", c.Name)
 		}
 		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/args/%d", p, j), o.MetricsAddr})
-		// The probe must check the address nri-cni now listens on, or the
-		// kubelet kills it.
-		if c.LivenessProbe == nil || c.LivenessProbe.Exec == nil {
-			return nil, fmt.Errorf("deploy/base: container %s has no exec liveness probe", c.Name)
+		// The probes must check the address nri-cni now listens on, or the
+		// kubelet kills it (liveness) or never counts it Ready (readiness).
+		for _, pr := range []struct {
+			key, name string
+			probe     *corev1.Probe
+		}{{"livenessProbe", "liveness probe", c.LivenessProbe}, {"readinessProbe", "readiness probe", c.ReadinessProbe}} {
+			if pr.probe == nil || pr.probe.Exec == nil {
+				return nil, fmt.Errorf("deploy/base: container %s has no exec %s", c.Name, pr.name)
+			}
+			j = flagValue(pr.probe.Exec.Command, "--addr")
+			if j < 0 {
+				return nil, fmt.Errorf("deploy/base: container %s: %s has no --addr", c.Name, pr.name)
+			}
+			ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/%s/exec/command/%d", p, pr.key, j), o.MetricsAddr})
 		}
-		j = flagValue(c.LivenessProbe.Exec.Command, "--addr")
-		if j < 0 {
-			return nil, fmt.Errorf("deploy/base: container %s: liveness probe has no --addr", c.Name)
-		}
-		ops = append(ops, jsonOp{"replace", fmt.Sprintf("%s/livenessProbe/exec/command/%d", p, j), o.MetricsAddr})
 		if o.APIHost != "" {
 			// The container's env wins over the kubelet's service variables.
 			for _, e := range []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: o.APIHost},
@@ -274,6 +333,7 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 	standIn := map[string]string{
 		"/var/run/nri": o.NRIDir, "/var/run/netns": o.NetnsDir, "/opt/cni/bin": o.CNIBin,
 		"/etc/cni": o.CNIConf, "/var/lib/cni": o.CacheDir, "/var/lib/nri-cni": o.StateDir,
+		"/etc": o.HostEtc, "/var/run/nri-cni": o.RunDir, "/opt/nri-cni/bin": o.HookBin,
 	}
 	for i, v := range ps.Volumes {
 		if v.HostPath == nil {
@@ -297,8 +357,11 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 // elsewhere here, and nri-cni opens the pinned path it is given; the kubelet
 // dials the DRA socket path nri-cni registers.
 func samePath(mountPath string, o *Overlay) string {
-	if mountPath == "/var/run/netns" {
+	switch mountPath {
+	case "/var/run/netns":
 		return o.NetnsDir
+	case "/var/run/nri-cni":
+		return o.RunDir
 	}
 	return kubeletPath(mountPath, o.KubeletDir)
 }
@@ -350,4 +413,40 @@ func freeLoopbackAddr() (string, error) {
 	}
 	defer l.Close()
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// copyRuntimeConfig copies the node runtime's config and drop-ins into etc
+// at the paths a node has them (what nri-cni's fail-closed check reads
+// there under failClosed.nodeRoot).
+func copyRuntimeConfig(rt cluster.NodeRuntime, etc string) error {
+	main, dropIns := "containerd/config.toml", "containerd/conf.d"
+	if rt.Name() == cluster.RuntimeCRIO || strings.Contains(strings.ToLower(rt.Name()), "cri-o") {
+		main, dropIns = "crio/crio.conf", "crio/crio.conf.d"
+	}
+	copyFile := func(src, dst string) error {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("overlay: the runtime's config: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("overlay: %w", err)
+		}
+		return os.WriteFile(dst, data, 0o644)
+	}
+	if err := copyFile(rt.ConfigFile(), filepath.Join(etc, main)); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(rt.ConfDir())
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("overlay: the runtime's drop-ins: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		if err := copyFile(filepath.Join(rt.ConfDir(), e.Name()), filepath.Join(etc, dropIns, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(filepath.Join(etc, dropIns), 0o755)
 }

@@ -21,7 +21,7 @@ import (
 func TestDaemonSetOps(t *testing.T) {
 	b, err := deploy.LoadBase(harness.RepoRoot())
 	require.NoError(t, err)
-	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x",
+	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x", HostEtc: "/e", RunDir: "/r", HookBin: "/h",
 		KubeletDir: "/k"}
 	ops, err := daemonSetOps(b, o)
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestDaemonSetOps(t *testing.T) {
 			assert.Equal(t, "/k/"+rest, to, v.Name)
 			continue
 		}
-		assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x"}, to, v.Name)
+		assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x", "/e", "/r", "/h"}, to, v.Name)
 	}
 	for i, c := range ps.Containers {
 		assert.Equal(t, "Never", got[fmt.Sprintf("/spec/template/spec/containers/%d/imagePullPolicy", i)], c.Name)
@@ -114,6 +114,12 @@ func TestDaemonSetOpsRefuses(t *testing.T) {
 		}},
 		{"probe without --addr", "liveness probe has no --addr", func(b *deploy.Base) {
 			b.Container(deploy.ContainerName).LivenessProbe.Exec.Command = []string{"/usr/local/bin/nri-cni-k8s", "healthz"}
+		}},
+		{"no readiness probe", "has no exec readiness probe", func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).ReadinessProbe = nil
+		}},
+		{"readiness probe without --addr", "readiness probe has no --addr", func(b *deploy.Base) {
+			b.Container(deploy.ContainerName).ReadinessProbe.Exec.Command = []string{"/usr/local/bin/nri-cni-k8s", "healthz", "--ready"}
 		}},
 		{"no nri-cni container", "no container " + deploy.ContainerName, func(b *deploy.Base) {
 			b.Container(deploy.ContainerName).Name = "other"

@@ -62,8 +62,13 @@ type KubeMode struct {
 	// Claims are the prepared DRA claims (nil without the DRA driver).
 	Claims attach.ClaimSource
 	// Start, if set, starts what needs the engine (hot-plug's pod
-	// watcher, the DRA driver) once it is built.
-	Start func(mgr *attach.Manager, resync *reconcile.Resyncer) error
+	// watcher, the DRA driver) once it is built; serving says whether the
+	// plugin serves the runtime now (the DRA driver prepares claims only
+	// then).
+	Start func(mgr *attach.Manager, resync *reconcile.Resyncer, serving func() error) error
+	// Ready, if set, says whether Kubernetes mode is ready to serve pods
+	// (its NAD cache synced): part of the readiness probe's answer.
+	Ready func() error
 }
 
 // Main runs the command line with the process's I/O and environment until
@@ -104,8 +109,13 @@ const usage = `usage:
                         tear down records whose container is gone, GC the CNI cache
   nri-cni status [--config FILE] [--json]
                         every attachment on record
-  nri-cni healthz [--addr ADDR]
-                        exit 0 iff the plugin's /healthz is OK (liveness probe)
+  nri-cni healthz [--addr ADDR] [--ready]
+                        exit 0 iff the plugin's /healthz is OK (liveness probe: connected);
+                        --ready: its /readyz (readiness probe: connected, synchronized with
+                        the runtime and, in Kubernetes mode, the NAD cache synced)
+  nri-cni await --socket PATH --sandbox ID [--timeout D]
+                        OCI hook nri-cni adds to a container whose pod is still being
+                        attached (failClosed.hookSocket): waits for the attach
   nri-cni nad-policy [--config FILE | --configmap FILE]
                         print the ValidatingAdmissionPolicy that refuses at kubectl
                         apply the NetworkAttachmentDefinitions kubernetes.nadPolicy
@@ -117,8 +127,13 @@ const usage = `usage:
                         refuse (and why) or ignore for every pod with
                         k8s.v1.cni.cncf.io/networks, read from the API (list only);
                         exit 3 when a pod would not get what Multus gives it
-  nri-cni install-plugins --from DIR --to DIR NAME...
-                        copy CNI plugins that are absent (DaemonSet init container)
+  nri-cni install-plugins [--replace] --from DIR --to DIR NAME...
+                        copy CNI plugins that are absent (DaemonSet init container);
+                        --replace: every one (nri-cni itself, for the await hook)
+  nri-cni node-setup --runtime containerd|crio [--root DIR] [--config FILE] [--check]
+                        install the runtime drop-in (deploy/node) that makes pods
+                        annotated required-plugins.noderesource.dev/pod: '["nri-cni"]'
+                        wait for nri-cni, check the result; never restarts the runtime
   nri-cni version       print the version
   nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
                         (started by the runtime from its plugin dir)
@@ -146,12 +161,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.statusCmd(ctx, args[1:])
 	case "healthz":
 		return a.healthzCmd(ctx, args[1:])
+	case "await":
+		return a.awaitCmd(ctx, args[1:])
 	case "nad-policy":
 		return a.nadPolicyCmd(ctx, args[1:])
 	case "install-plugins":
 		return a.installPluginsCmd(ctx, args[1:])
 	case "migrate-check":
 		return a.migrateCheckCmd(ctx, args[1:])
+	case "node-setup":
+		return a.nodeSetupCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		build := "no Kubernetes mode (nri-cni-k8s has it)"
 		if a.kube != nil {

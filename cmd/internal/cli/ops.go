@@ -78,6 +78,8 @@ func (a *app) statusCmd(ctx context.Context, args []string) int {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(a.stdout)
+	printNodeCheck(a.stdout, cfg.StateDir)
+	fmt.Fprintln(a.stdout)
 	if code := a.networkStatus(ctx, cfg, false); code != 0 {
 		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
 	}
@@ -133,42 +135,51 @@ func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool)
 	return 0
 }
 
-// healthzCmd: exit 0 iff the running plugin's /healthz answers 200 (exec
-// liveness probes: the image has no shell or curl).
+// healthzCmd: exit 0 iff the running plugin's /healthz (or, --ready, its
+// /readyz) answers 200: exec liveness and readiness probes (the image has no
+// shell or curl).
 func (a *app) healthzCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("healthz", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	addr := fs.String("addr", "127.0.0.1:9734", "the plugin's --metrics-addr")
+	ready := fs.Bool("ready", false, "ask /readyz (serving: connected and synchronized) instead of /healthz (connected)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	path, name := "/healthz", "healthz"
+	if *ready {
+		path, name = "/readyz", "readyz"
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+path, nil)
 	if err != nil {
 		return a.fail("healthz: %v", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return a.fail("healthz: %v", err)
+		return a.fail("%s: %v", name, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return a.fail("healthz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return a.fail("%s: %s: %s", name, resp.Status, strings.TrimSpace(string(body)))
 	}
 	fmt.Fprint(a.stdout, string(body))
 	return 0
 }
 
-// installPluginsCmd: `nri-cni install-plugins --from DIR --to DIR NAME...`
-// copies each CNI plugin binary that is absent in --to (the DaemonSet's init
-// container; the node's own plugins are never replaced).
+// installPluginsCmd: `nri-cni install-plugins [--replace] --from DIR --to DIR
+// NAME...` copies each CNI plugin binary that is absent in --to (the
+// DaemonSet's init container; the node's own plugins are never replaced).
+// --replace copies every one, atomically (nri-cni's own binary for the
+// await hook, renewed at every upgrade).
 func (a *app) installPluginsCmd(_ context.Context, args []string) int {
 	fs := flag.NewFlagSet("install-plugins", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	from := fs.String("from", "/opt/nri-cni/cni-bin", "directory holding the plugins")
 	to := fs.String("to", "/host/opt/cni/bin", "the node's CNI bin dir")
+	replace := fs.Bool("replace", false, "replace files that are there (atomically)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -183,7 +194,7 @@ func (a *app) installPluginsCmd(_ context.Context, args []string) int {
 			return a.fail("install-plugins: %q is not a plugin name", name)
 		}
 		dst := filepath.Join(*to, name)
-		if _, err := os.Stat(dst); err == nil {
+		if _, err := os.Stat(dst); err == nil && !*replace {
 			fmt.Fprintf(a.stdout, "%s: present, kept\n", dst)
 			continue
 		}

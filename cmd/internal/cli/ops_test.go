@@ -56,6 +56,13 @@ func TestInstallPlugins(t *testing.T) {
 	assert.Contains(t, out, "host-local: installed")
 	data, _ := os.ReadFile(filepath.Join(to, "bridge"))
 	assert.Equal(t, "node-bridge", string(data), "the node's own plugin is never replaced")
+	// --replace (nri-cni's own binary, for the await hook): renewed.
+	code, out, errOut = runApp(t, nil, "install-plugins", "--replace", "--from", from, "--to", to, "bridge")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "bridge: installed")
+	data, _ = os.ReadFile(filepath.Join(to, "bridge"))
+	assert.Equal(t, "new-bridge", string(data))
+	require.NoError(t, os.WriteFile(filepath.Join(to, "bridge"), []byte("node-bridge"), 0o755))
 	st, err := os.Stat(filepath.Join(to, "host-local"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm())
@@ -69,10 +76,14 @@ func TestInstallPlugins(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
-	up := true
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up, synced := true, false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !up {
 			http.Error(w, "not connected to the runtime", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path == "/readyz" && !synced {
+			http.Error(w, "synchronizing with the runtime", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -81,8 +92,14 @@ func TestHealthz(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	code, _, _ := runApp(t, nil, "healthz", "--addr", addr)
 	assert.Equal(t, 0, code)
+	code, _, errOut := runApp(t, nil, "healthz", "--ready", "--addr", addr)
+	assert.Equal(t, 1, code, "alive, not ready")
+	assert.Contains(t, errOut, "readyz: 503 Service Unavailable: synchronizing")
+	synced = true
+	code, _, _ = runApp(t, nil, "healthz", "--ready", "--addr", addr)
+	assert.Equal(t, 0, code)
 	up = false
-	code, _, errOut := runApp(t, nil, "healthz", "--addr", addr)
+	code, _, errOut = runApp(t, nil, "healthz", "--addr", addr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "503")
 }

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -65,15 +67,27 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	}
 	resync := reconcile.NewResyncer(mgr)
 	plugin := nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: resync}, nil, log)
+	plugin.Name, plugin.Idx = *name, *idx
+	if err := serveHook(ctx, plugin, cfg, log); err != nil {
+		return a.fail("%v", err)
+	}
 	var m *metrics.Metrics
 	if *metricsAddr != "" {
 		// Before anything runs that reports to it.
 		m = metrics.New(func() float64 { return attachedNetworks(mgr) }, func() float64 { return float64(mgr.PendingTeardowns()) })
 		mgr.SetObserver(m)
 		plugin.OnConnection = m.SetConnected
+		plugin.OnUnprotected = m.UnprotectedPod
+		m.SetReadiness(func() (bool, string) { return serving(plugin, kube) })
 	}
+	watchNode(plugin, m, log)
 	if kube != nil && kube.Start != nil {
-		if err := kube.Start(mgr, resync); err != nil {
+		if err := kube.Start(mgr, resync, func() error {
+			if ok, why := plugin.Serving(); !ok {
+				return errors.New(why)
+			}
+			return nil
+		}); err != nil {
 			return a.fail("kubernetes: %v", err)
 		}
 	}
@@ -91,12 +105,33 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	}
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
 	go releaseAfterStart(ctx, log)
-	if err := nriplugin.RunExternal(ctx, plugin, *socket, *name, *idx, log); err != nil {
+	err = nriplugin.RunExternal(ctx, plugin, *socket, *name, *idx, log)
+	finishAttaches(mgr, log)
+	if err != nil {
 		log.WithError(err).Error("nri-cni stopped")
 		return 1
 	}
 	log.Info("nri-cni stopped")
 	return 0
+}
+
+// shutdownWait bounds how long a stopping nri-cni lets the background
+// attaches in flight finish (each is bounded by cniTimeout per call and
+// attach.BackgroundAttachBudget); the DaemonSet's grace period is 30 s.
+const shutdownWait = 20 * time.Second
+
+// finishAttaches lets the background attaches in flight end (or roll back)
+// before the process exits, so a rolling upgrade leaves no pod half
+// attached for the next nri-cni to undo. One cut short is still finished by
+// the next nri-cni (its record stays in phase adding).
+func finishAttaches(mgr *attach.Manager, log *logrus.Entry) {
+	done := make(chan struct{})
+	go func() { mgr.Background().WaitIdle(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+		log.WithField("waited", shutdownWait).Warn("stopping with background attaches still in flight: the next nri-cni finishes them")
+	}
 }
 
 // prelaunched runs as a plugin the runtime started from its plugin dir: no
@@ -122,6 +157,7 @@ func (a *app) prelaunched(ctx context.Context) int {
 		}
 	}()
 	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
+	var plugin *nriplugin.Plugin // set below; configured before its first event
 	configure := func(ctx context.Context, text string) (*nriplugin.Engine, error) {
 		cfg, err := config.Parse([]byte(text))
 		if err != nil {
@@ -150,11 +186,16 @@ func (a *app) prelaunched(ctx context.Context) int {
 		if err != nil {
 			return nil, err
 		}
+		if err := serveHook(runCtx, plugin, cfg, log); err != nil {
+			return nil, err
+		}
 		// The watchers live as long as the process, not the request.
 		return &nriplugin.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, startWatchers(runCtx, mgr, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
-	plugin := nriplugin.New(nil, configure, log)
+	plugin = nriplugin.New(nil, configure, log)
+	plugin.Name, plugin.Idx = a.getenv(api.PluginNameEnvVar), a.getenv(api.PluginIdxEnvVar)
+	watchNode(plugin, nil, log)
 	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
 	if err := nriplugin.RunPrelaunched(ctx, plugin); err != nil {
 		if nriplugin.ClosedByRuntime(err) {
@@ -167,6 +208,50 @@ func (a *app) prelaunched(ctx context.Context) int {
 	}
 	log.Info("nri-cni stopped")
 	return 0
+}
+
+// serveHook sets up the await hook (failClosed.hookSocket, with
+// backgroundAttach): the plugin answers the hook on its socket until ctx
+// ends and adds it to containers whose pod is still being attached. A
+// reconfigured pre-launched plugin keeps the socket it serves.
+func serveHook(ctx context.Context, plugin *nriplugin.Plugin, cfg config.Config, log *logrus.Entry) error {
+	fc := cfg.FailClosed
+	if !fc.HookOn() || plugin.Hook.Socket != "" {
+		return nil
+	}
+	if !cfg.BackgroundAttach {
+		log.Warn("failClosed.hookSocket is set but backgroundAttach is off: the await hook is not used (containers wait for the attach in CreateContainer)")
+		return nil
+	}
+	path := fc.HookPath
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("failClosed.hookPath: the running binary's path: %w", err)
+		}
+		path = exe
+	}
+	if err := plugin.ServeAwait(ctx, fc.HookSocket); err != nil {
+		return fmt.Errorf("failClosed.hookSocket: %w", err)
+	}
+	plugin.Hook = nriplugin.Hook{Path: path, Socket: fc.HookSocket, Timeout: fc.HookTimeout.D()}
+	log.WithFields(logrus.Fields{"socket": fc.HookSocket, "hook": path}).Info("await hook on: a container whose pod is still being attached waits for it in an OCI hook, outside NRI")
+	return nil
+}
+
+// serving is the readiness probe's answer: the plugin connected and
+// synchronized with the runtime, and Kubernetes mode (if on) ready.
+func serving(plugin *nriplugin.Plugin, kube *KubeMode) (bool, string) {
+	ok, why := plugin.Serving()
+	if !ok {
+		return false, why
+	}
+	if kube != nil && kube.Ready != nil {
+		if err := kube.Ready(); err != nil {
+			return false, fmt.Sprintf("%s; Kubernetes mode not ready: %v", why, err)
+		}
+	}
+	return true, why
 }
 
 func openLog(path string) (*os.File, error) {

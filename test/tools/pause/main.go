@@ -1,9 +1,16 @@
 // Command pause is a minimal sandbox ("pause") process for CRI pods built
 // offline by the test harness. It blocks until SIGTERM or SIGINT, then exits
 // 0, and reaps any zombie children it inherits while running as PID 1.
+//
+// As a test pod's container, `pause --require-iface net1` first checks that
+// the interface exists and exits 1 if it does not: a container that started
+// before its pod's networks were attached shows up as a restart (fail-closed
+// tests).
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/signal"
 
@@ -11,6 +18,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "--require-iface" {
+		if _, err := net.InterfaceByName(os.Args[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "pause: started without %s: %v\n", os.Args[2], err)
+			os.Exit(1)
+		}
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGCHLD)
 	// Signals that would otherwise terminate the process are ignored; as

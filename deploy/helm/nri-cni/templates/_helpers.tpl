@@ -89,6 +89,13 @@ kubernetes: section when Kubernetes mode is on. */}}
 {{- $_ = set $conf "binDirs" (list "/opt/cni/bin") -}}
 {{- $_ = set $conf "stateDir" "/var/lib/nri-cni" -}}
 {{- $_ = set $conf "cacheDir" "/var/lib/cni" -}}
+{{- /* failClosed's paths match the DaemonSet's mounts (the host's /etc at
+/host/etc, the await hook's socket and binary at their host paths). */ -}}
+{{- $fc := deepCopy ($conf.failClosed | default dict) -}}
+{{- $_ = set $fc "nodeRoot" "/host" -}}
+{{- $_ = set $fc "hookSocket" "/var/run/nri-cni/await.sock" -}}
+{{- $_ = set $fc "hookPath" "/opt/nri-cni/bin/nri-cni-k8s" -}}
+{{- $_ = set $conf "failClosed" $fc -}}
 {{- if .Values.kubernetes.enabled -}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
 {{- if .Values.kubernetes.hotplug -}}
@@ -122,4 +129,19 @@ admission policy's nri-cni.io/nad-policy annotation records it), JSON. */}}
 {{- $_ := set $ns $name (include "nri-cni.nadRule" $r | fromJson) -}}
 {{- end -}}
 {{- toJson (dict "default" (include "nri-cni.nadRule" $p.default | fromJson) "namespaces" $ns) -}}
+{{- end -}}
+
+{{- define "nri-cni.requiredPolicyName" -}}
+{{- printf "%s-required-plugins" (include "nri-cni.fullname" .) -}}
+{{- end -}}
+
+{{/* The apiVersion of the required-plugins MutatingAdmissionPolicy: v1 where
+the cluster serves it (Kubernetes >= 1.36), else v1beta1 where served (1.34,
+1.35 with the feature gate and runtime-config), else "" (not rendered). */}}
+{{- define "nri-cni.requiredPolicyAPIVersion" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
 {{- end -}}
