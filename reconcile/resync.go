@@ -109,32 +109,52 @@ func (r *Resyncer) Sync(ctx context.Context, live []attach.Sandbox, opts SyncOpt
 	return res
 }
 
+// resyncAttachers is how many pods the resync attaches at once: the pods
+// created while nri-cni was away (a rolling upgrade during a storm: dozens)
+// wait for it, and different pods' attaches run in parallel under their own
+// locks, as background attaches do.
+const resyncAttachers = 4
+
 func (r *Resyncer) attachMissing(ctx context.Context, live []attach.Sandbox, opts SyncOptions, res *SyncResult) {
 	m := r.mgr
 	cfg := m.Config()
+	var mu sync.Mutex // guards res
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, resyncAttachers)
 	for _, sb := range live {
 		log := m.Log().WithFields(logrus.Fields{"sandbox": sb.ID, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
 		if err := m.Running(sb, opts.PidlessPods); err != nil {
+			mu.Lock()
 			res.NotRunning++
+			mu.Unlock()
 			log.WithError(err).Debug("resync: not attaching a sandbox the runtime is not running")
 			continue
 		}
-		actx, cancel := context.WithTimeout(ctx, time.Duration(len(cfg.Networks)+1)*cfg.CNITimeout.D()*2)
-		rec, err := m.AttachIfAbsent(actx, sb)
-		cancel()
-		attachedNow, failed := err == nil && rec != nil, err != nil && !errors.Is(err, attach.ErrKnown)
-		if ctrs := opts.Running[sb.ID]; len(ctrs) > 0 && (attachedNow || failed) {
-			r.startedWithout(ctx, sb, ctrs, attachedNow)
-		}
-		switch {
-		case errors.Is(err, attach.ErrKnown):
-		case err != nil:
-			res.Failed++
-			log.WithError(err).Error("resync: attaching a pod created while nri-cni was away failed")
-		case rec != nil:
-			res.Attached++
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			actx, cancel := context.WithTimeout(ctx, time.Duration(len(cfg.Networks)+1)*cfg.CNITimeout.D()*2)
+			rec, err := m.AttachIfAbsent(actx, sb)
+			cancel()
+			attachedNow, failed := err == nil && rec != nil, err != nil && !errors.Is(err, attach.ErrKnown)
+			if ctrs := opts.Running[sb.ID]; len(ctrs) > 0 && (attachedNow || failed) {
+				r.startedWithout(ctx, sb, ctrs, attachedNow)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, attach.ErrKnown):
+			case err != nil:
+				res.Failed++
+				log.WithError(err).Error("resync: attaching a pod created while nri-cni was away failed")
+			case rec != nil:
+				res.Attached++
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // LogSync logs a resync's outcome.

@@ -116,9 +116,11 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 }
 
 // shutdownWait bounds how long a stopping nri-cni lets the background
-// attaches in flight finish (each is bounded by cniTimeout per call and
-// attach.BackgroundAttachBudget); the DaemonSet's grace period is 30 s.
-const shutdownWait = 20 * time.Second
+// attaches in flight finish. Short: while it waits, the node has no nri-cni
+// serving (a rolling upgrade starts the new pod once this one is gone), and
+// the new one finishes what is left (its resync attaches pods in parallel;
+// an attach cut short is undone and redone).
+const shutdownWait = 5 * time.Second
 
 // finishAttaches lets the background attaches in flight end (or roll back)
 // before the process exits, so a rolling upgrade leaves no pod half
