@@ -157,9 +157,9 @@ func TestInitContainerInstallsTheAwaitHook(t *testing.T) {
 	fc := cfg.FailClosed
 	require.True(t, fc.HookOn(), "deploy/base turns the await hook on")
 	require.True(t, cfg.BackgroundAttach, "the hook serves background attaches")
-	assert.Equal(t, []string{"install-plugins", "--replace", "--from", filepath.Dir(build.BinaryPath), "--to",
-		"/host" + filepath.Dir(fc.HookPath), filepath.Base(build.BinaryPath)}, ic.Args)
-	assert.Equal(t, filepath.Base(build.BinaryPath), filepath.Base(fc.HookPath))
+	assert.Equal(t, []string{"install-plugins", "--replace", "--from", filepath.Dir(build.HookBinaryPath), "--to",
+		"/host" + filepath.Dir(fc.HookPath), filepath.Base(build.HookBinaryPath)}, ic.Args)
+	assert.Equal(t, filepath.Base(build.HookBinaryPath), filepath.Base(fc.HookPath))
 	to := MountFor(ic, "/host"+filepath.Dir(fc.HookPath))
 	require.NotNil(t, to)
 	assert.Equal(t, filepath.Dir(fc.HookPath), b.Volume(to.Name).HostPath.Path, "installed at the host path the hook names")

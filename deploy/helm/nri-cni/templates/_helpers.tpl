@@ -94,7 +94,7 @@ kubernetes: section when Kubernetes mode is on. */}}
 {{- $fc := deepCopy ($conf.failClosed | default dict) -}}
 {{- $_ = set $fc "nodeRoot" "/host" -}}
 {{- $_ = set $fc "hookSocket" "/var/run/nri-cni/await.sock" -}}
-{{- $_ = set $fc "hookPath" "/opt/nri-cni/bin/nri-cni-k8s" -}}
+{{- $_ = set $fc "hookPath" "/opt/nri-cni/bin/nri-cni" -}}
 {{- $_ = set $conf "failClosed" $fc -}}
 {{- if .Values.kubernetes.enabled -}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}

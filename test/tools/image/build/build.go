@@ -23,6 +23,12 @@ const (
 	// BinaryPath is nri-cni-k8s (nri-cni with Kubernetes mode) inside the
 	// image (entrypoint and liveness probe).
 	BinaryPath = "/usr/local/bin/nri-cni-k8s"
+	// HookBinaryPath is nri-cni (the node's binary: no API client, starts in
+	// a few milliseconds) inside the image: the DaemonSet's install-hook
+	// init container copies it to the node, where the runtime runs it as
+	// the await hook (`nri-cni await`) of containers whose pod is still
+	// being attached.
+	HookBinaryPath = "/usr/local/bin/nri-cni"
 	// PluginDir holds the CNI plugins shipped for `nri-cni install-plugins`.
 	PluginDir = "/opt/nri-cni/cni-bin"
 	// DefaultTag is the reference deploy/base/daemonset.yaml uses.
@@ -105,7 +111,11 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	if err := GoBuild(ctx, o.RepoRoot, o.BinOut, o.Version, o.Arch); err != nil {
 		return Result{}, err
 	}
-	files := []File{{Path: BinaryPath, Source: o.BinOut}}
+	hookBin := filepath.Join(filepath.Dir(o.BinOut), "nri-cni-hook")
+	if err := goBuild(ctx, o.RepoRoot, hookBin, o.Version, o.Arch, "./cmd/nri-cni"); err != nil {
+		return Result{}, err
+	}
+	files := []File{{Path: BinaryPath, Source: o.BinOut}, {Path: HookBinaryPath, Source: hookBin}}
 	for _, p := range Plugins {
 		files = append(files, File{Path: PluginDir + "/" + p, Source: filepath.Join(o.CNIDir, p)})
 	}
@@ -128,15 +138,20 @@ const BuildTags = "grpcnotrace"
 // does: CGO_ENABLED=0, -trimpath, -tags BuildTags, -ldflags "-s -w -X
 // …/cmd/internal/cli.version=…".
 func GoBuild(ctx context.Context, repoRoot, out, version, arch string) error {
+	return goBuild(ctx, repoRoot, out, version, arch, "./cmd/nri-cni-k8s")
+}
+
+// goBuild builds pkg as GoBuild does.
+func goBuild(ctx context.Context, repoRoot, out, version, arch, pkg string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", BuildTags,
-		"-ldflags", "-s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version="+version, "-o", out, "./cmd/nri-cni-k8s")
+		"-ldflags", "-s -w -X github.com/nri-cni/nri-cni/cmd/internal/cli.version="+version, "-o", out, pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/nri-cni-k8s: %w\n%s", err, b)
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
 }
