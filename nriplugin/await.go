@@ -103,25 +103,20 @@ func (h Hook) adjustment(id string) *api.ContainerAdjustment {
 	return adj
 }
 
-// hookFor answers CreateContainer for a pod whose attach runs in the
-// background, with the hook on: no wait. Attached (or nothing to attach):
-// no adjustment. A failed attach: its error (the kubelet retries). Still
-// attaching, or started now: the await hook.
-func (p *Plugin) hookFor(ctx context.Context, mgr *attach.Manager, sb attach.Sandbox, pidless bool) (*api.ContainerAdjustment, error) {
+// hookFor answers CreateContainer, with the hook on, for a pod whose
+// attach RunPodSandbox started in the background and that still runs: the
+// await hook, at once (handled is true). Otherwise (handled false) the
+// caller goes on as without the hook: a failed attach is the container's
+// error (CreateContainerError: the kubelet retries it every 10-15 s, with
+// no restart counted), and an attach the container itself has to start (a
+// retry, a pod created while nri-cni was away) is waited for in the call.
+func (p *Plugin) hookFor(mgr *attach.Manager, sb attach.Sandbox, pidless bool) (adj *api.ContainerAdjustment, handled bool, err error) {
 	pending, err := mgr.Background().Poll(sb.ID)
-	if err != nil {
-		return nil, err
-	}
-	if !pending {
-		if pending, err = mgr.Background().Ensure(ctx, sb, pidless); err != nil {
-			return nil, err
-		}
-	}
-	if !pending {
-		return nil, nil
+	if err != nil || !pending {
+		return nil, err != nil, err
 	}
 	p.awaits.put(sb, pidless)
-	return p.Hook.adjustment(sb.ID), nil
+	return p.Hook.adjustment(sb.ID), true, nil
 }
 
 // ServeAwait answers the await hook on socket (a unix socket, mode 0600,
@@ -232,7 +227,7 @@ func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) 
 	case err != nil:
 		return false, err
 	case found:
-		return false, nil // ended well: the record says so next time
+		return true, nil // ended well: attached, or nothing to attach (a host-network pod)
 	}
 	e, ok := p.awaits.get(id)
 	if !ok {

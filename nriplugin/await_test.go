@@ -16,6 +16,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/attach/attachtest"
+	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -124,4 +125,32 @@ func TestAwaitHookRefusesBadRequests(t *testing.T) {
 func attachtestSandbox(f *attachtest.Fixture, id string) attach.Sandbox {
 	sb, _ := sandboxOf(runningPod(f, id, 10))
 	return sb
+}
+
+// Only an attach RunPodSandbox started and that still runs goes to the
+// hook. A pod nri-cni has to start attaching itself (created while it was
+// away, or a retry after a failure) is attached inside the call, as
+// without the hook: a failure is then the container's CreateContainerError
+// (retried by the kubelet without a restart counted), not a failed start.
+func TestCreateContainerAttachesInTheCallWhatItStarts(t *testing.T) {
+	f, p, _ := hookPlugin(t, "", true)
+	pod := runningPod(f, "away", 10) // no RunPodSandbox: created while nri-cni was away
+	adj, _, err := p.CreateContainer(attachtest.WithDeadline(t, 2*time.Second), pod, nriCtr("app", "away"))
+	require.Error(t, err, "the attach's failure, at CreateContainer")
+	assert.Contains(t, err.Error(), "no leases")
+	assert.Nil(t, adj, "no hook")
+}
+
+// A background attach that ends without attaching anything (a host-network
+// pod: CRI-O pins a bind of the host's namespace for it) lets the hook go.
+func TestAwaitHookEndsWhenTheAttachEndsWithNothing(t *testing.T) {
+	f, p, socket := hookPlugin(t, "", false)
+	pod := runningPod(f, "sb1", 10)
+	sb, _ := sandboxOf(pod)
+	p.awaits.put(sb, false)
+	f.Netns.Mu.Lock()
+	f.Netns.ResolveErr = fmt.Errorf("pid 10 and /pinned/sb1: %w", netns.ErrHostNetwork)
+	f.Netns.Mu.Unlock()
+	require.True(t, f.Mgr.Background().Start(sb))
+	assert.Equal(t, "ok", ask(t, socket, "await sb1 10000\n"))
 }

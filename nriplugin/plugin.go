@@ -208,15 +208,16 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	pidless := pidlessRuntime(p.conn.runtime)
 	p.mu.RUnlock()
 	if mgr.Config().BackgroundAttach && p.Hook.Socket != "" {
-		adj, err := p.hookFor(ctx, mgr, sb, pidless)
-		if err != nil {
-			p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName()}).WithError(err).
-				Error("the pod's attach failed: the container is not created (the kubelet retries)")
-		} else if adj != nil {
-			p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName()}).
-				Debug("the pod's attach still runs: the container waits for it in the await hook")
+		adj, handled, err := p.hookFor(mgr, sb, pidless)
+		log := p.podLog(pod).WithFields(logrus.Fields{"event": "CreateContainer", "container": ctr.GetName()})
+		switch {
+		case err != nil:
+			log.WithError(err).Error("the pod's attach failed: the container is not created (the kubelet retries)")
+			return nil, nil, err
+		case handled:
+			log.Debug("the pod's attach still runs: the container waits for it in the await hook")
+			return adj, nil, nil
 		}
-		return adj, nil, err
 	}
 	if mgr.Config().BackgroundAttach {
 		return nil, nil, p.waitBackground(ctx, mgr, pod, ctr, sb, pidless, start)

@@ -22,11 +22,15 @@ import (
 
 // TestAttachFailureHoldsTheContainers: a NAD whose pool has one address.
 // The first pod takes it; the second passes planning (its sandbox starts)
-// but its ADD fails (no address left), so its container is not created: it
+// but its ADD fails (no address left), so its container never runs: it
 // waits in CreateContainerError with nri-cni's message, its sandbox has no
-// interface of the NAD and no record. When the first pod is deleted, the
-// kubelet's retry attaches the second one, which then starts with the
-// address the first held.
+// interface of the NAD and no record. (The first try may fail the
+// container's start instead, StartError: with the await hook on, a
+// container whose pod's attach was still running when it was created waits
+// for it in an OCI hook, and the attach's failure fails the hook; the
+// kubelet's retries are then refused at CreateContainer.) When the first
+// pod is deleted, the kubelet's retry attaches the second one, which then
+// starts with the address the first held.
 func TestAttachFailureHoldsTheContainers(t *testing.T) {
 	f := newFixture(t)
 	name := harness.RandomName("nad-one-")
@@ -73,7 +77,12 @@ func TestAttachFailureHoldsTheContainers(t *testing.T) {
 	require.NoError(t, err)
 	for _, cs := range p.Status.ContainerStatuses {
 		assert.Nil(t, cs.State.Running, "container %s never ran without its network", cs.Name)
-		assert.Zero(t, cs.RestartCount)
+		if term := cs.LastTerminationState.Terminated; term != nil {
+			assert.Equal(t, "StartError", term.Reason, "container %s never ran: only its start failed (the await hook)", cs.Name)
+			assert.Contains(t, term.Message, name, "the hook's message names the network")
+		} else {
+			assert.Zero(t, cs.RestartCount)
+		}
 	}
 	assert.NotEqual(t, corev1.PodRunning, p.Status.Phase)
 

@@ -178,7 +178,11 @@ func TestKubeletRestart(t *testing.T) {
 // TestSyncAttachOptIn: pods that were running before nri-cni was installed
 // (its DaemonSet moved off the node with a nodeSelector, then put back) are
 // attached by the resync only if they ask: the annotated pod gets net1, the
-// plain one nothing (requireAnnotation in the shipped ConfigMap).
+// plain one nothing (requireAnnotation in the shipped ConfigMap). The
+// annotated pod opts its container out of waiting for nri-cni (a
+// container-scoped required-plugins key wins over the one the admission
+// policy adds), as a pod from before the policy: it runs without net1, and
+// the resync says so (a StartedWithoutNetworks Warning Event).
 func TestSyncAttachOptIn(t *testing.T) {
 	f := newFixture(t)
 	w := f.w
@@ -203,7 +207,8 @@ func TestSyncAttachOptIn(t *testing.T) {
 	require.NoError(t, w.d.WaitGone(f.ctx, waitLong))
 
 	annotated, plain := harness.RandomName("before-ann-"), harness.RandomName("before-plain-")
-	f.create(f.pod(annotated, "default", map[string]string{k8sdeploy.Annotation: w.o.NetName}))
+	f.create(f.pod(annotated, "default", map[string]string{k8sdeploy.Annotation: w.o.NetName,
+		"required-plugins.noderesource.dev/container.pause": "[]"}))
 	f.create(f.pod(plain, "default", nil))
 	annPod, plainPod := f.waitReady("default", annotated), f.waitReady("default", plain)
 	annID, annSt := f.readySandbox(annPod)
@@ -221,6 +226,7 @@ func TestSyncAttachOptIn(t *testing.T) {
 	})
 	_, ok = f.net1(annSt.NetnsPath)
 	assert.True(t, ok, "the annotated pod that ran before nri-cni got net1 from the resync")
+	f.waitEvent("default", annotated, "StartedWithoutNetworks", "containers pause started before the pod's networks were attached")
 	assert.Len(t, f.nodeFiles(annID), 3)
 	_, ok = f.net1(plainSt.NetnsPath)
 	assert.False(t, ok, "the plain pod that ran before nri-cni got nothing")
