@@ -233,11 +233,27 @@ func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) 
 	if !ok {
 		return false, nil // a restarted nri-cni: its resync attaches the pod
 	}
+	// The attach RunPodSandbox started is no longer in flight: it ended
+	// well (a successful background attach forgets itself, attached or
+	// with nothing to attach) or its failure was collected. Ensure starts
+	// it again unless it is known; its outcome is waited for at once, as an
+	// attach that ends with nothing to attach (a host-network pod) leaves no
+	// record to find on the next look.
 	started, err := mgr.Background().Ensure(ctx, e.sb, e.pidless)
-	if err != nil || started {
+	if err != nil {
 		return false, err
 	}
-	// Nothing to start: attached meanwhile, or nothing to attach.
-	rec, err = mgr.Store().Get(id)
-	return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseAttached, nil
+	if !started {
+		// Nothing to start: attached meanwhile, or nothing to attach.
+		rec, err = mgr.Store().Get(id)
+		return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseAttached, nil
+	}
+	_, err = mgr.Background().Wait(ctx, id)
+	switch {
+	case errors.Is(err, attach.ErrAttachPending):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil // ended well (found or already forgotten: only a success forgets itself)
 }

@@ -37,6 +37,7 @@ func TestNodeConfHarnessContainerd(t *testing.T) {
 	o := ContainerdOpts{Dir: dir, Tools: tools, PluginRequestTimeout: 3 * time.Second,
 		DropIns: []string{filepath.Join(RepoRoot(), node.ContainerdDropInRepoPath)}}
 	cfg := filepath.Join(dir, "config.toml")
+	require.NoError(t, writeDropIns(c.ConfDir(), o.DropIns))
 	require.NoError(t, os.WriteFile(cfg, []byte(c.config(o)), 0o644))
 	out, err := exec.Command(filepath.Join(tools.ContainerdDir, "containerd"), "config", "dump", "--config", cfg).Output()
 	require.NoError(t, err)
