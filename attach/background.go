@@ -11,21 +11,31 @@ package attach
 // CreateContainer), so no container of the pod is created before its
 // networks are there.
 //
+// Node-wide, the attaches share a few slots (slots.go): those waiting take
+// them namespace by namespace in turn (FIFO within one), and one namespace
+// never holds every slot, so a tenant queueing many slow or failing
+// attaches delays its own pods, not the others'. A pod's budget
+// (BackgroundAttachBudget) starts when it has a slot; its wait for one is
+// bounded apart (BackgroundQueueWait).
+//
 // Contract, per sandbox id (on top of the package's):
-//   - at most one background attach is in flight; a second start is a no-op;
-//   - a Detach cancels the one in flight and waits for it to end (its
-//     rollback included) before tearing down, so a sandbox stopped before
-//     its attach ran is never attached afterwards;
+//   - at most one background attach is queued or in flight; a second start
+//     is a no-op;
+//   - a Detach cancels the one queued or in flight and waits for it to end
+//     (its rollback included) before tearing down, so a sandbox stopped
+//     before its attach ran is never attached afterwards;
 //   - a success is forgotten at once (a container created later finds the
-//     record); a failure is kept until Wait reports it, once (a
-//     later wait finds nothing and the caller attaches in line, as for a pod
-//     created while nri-cni was away), or the sandbox is torn down.
+//     record); a failure — a wait for a slot given up on included — is kept
+//     until Wait reports it, once (a later wait finds nothing and the caller
+//     attaches again, as for a pod created while nri-cni was away), or the
+//     sandbox is torn down.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -35,13 +45,26 @@ import (
 
 // Bounds of background attaches.
 const (
-	// BackgroundAttachBudget bounds one pod's background attach (every CNI
-	// call is bounded by cniTimeout besides).
+	// BackgroundAttachBudget bounds one pod's background attach from the
+	// moment it has a slot (every CNI call is bounded by cniTimeout
+	// besides). The wait for the slot does not count.
 	BackgroundAttachBudget = 30 * time.Second
+	// BackgroundQueueWait bounds a pod's wait for a slot: then its attach
+	// fails with ErrNoAttachSlot, reported on the pod, and the kubelet's
+	// retry queues it again. Four budgets: with the slots shared by
+	// namespace in turn, a pod waits longer only on a node whose slots
+	// many namespaces keep busy at once.
+	BackgroundQueueWait = 4 * BackgroundAttachBudget
 	// backgroundSlots is how many pods' attaches run at once: enough to
 	// overlap plugin execs and I/O, few enough not to starve the runtime
 	// and the kubelet on a small node.
 	backgroundSlots = 4
+	// backgroundShare is the most slots one namespace holds at once: one
+	// is always kept for the other namespaces.
+	backgroundShare = backgroundSlots - 1
+	// rollbackHold bounds how long a failed attach keeps its slot after
+	// its budget, while its rollback ends.
+	rollbackHold = BackgroundAttachBudget
 )
 
 // ErrAttachPending: the pod's background attach did not end before the
@@ -54,36 +77,43 @@ type inflight struct {
 	done   chan struct{} // closed when the attach ended
 	err    error         // its outcome, set before done is closed
 	cancel context.CancelFunc
+	queued time.Time    // when it started waiting for a slot
+	slot   atomic.Int64 // when it got one (unix ns; 0: still waiting)
 }
 
-// Background runs a Manager's background attaches and tracks those in
-// flight. Its lock is held only to find, add or drop an entry, never across
-// an attach.
+// Background runs a Manager's background attaches and tracks those queued
+// or in flight. Its lock is held only to find, add or drop an entry, never
+// across an attach or a wait for a slot.
 type Background struct {
 	m        *Manager
 	mu       sync.Mutex
 	inflight map[string]*inflight
-	slots    chan struct{}
+	slots    *slots
 	wg       sync.WaitGroup
+	// budget, maxWait, hold: BackgroundAttachBudget, BackgroundQueueWait,
+	// rollbackHold (shorter in tests).
+	budget, maxWait, hold time.Duration
 }
 
 func newBackground(m *Manager) *Background {
-	return &Background{m: m, inflight: map[string]*inflight{}, slots: make(chan struct{}, backgroundSlots)}
+	return &Background{m: m, inflight: map[string]*inflight{}, slots: newSlots(backgroundSlots, backgroundShare),
+		budget: BackgroundAttachBudget, maxWait: BackgroundQueueWait, hold: rollbackHold}
 }
 
 // Start starts sb's attach in the background and returns at once (false
-// when one is in flight already). The attach waits for a free slot, then
-// runs as Attach does, bounded by BackgroundAttachBudget.
+// when one is queued or in flight already). The attach waits for a slot
+// (its namespace's turn, at most BackgroundQueueWait), then runs as Attach
+// does, bounded by BackgroundAttachBudget from then on.
 func (b *Background) Start(sb Sandbox) bool { return b.start(sb, false) }
 
 // Ensure is EnsureAttached's background form, for a container
 // about to be created whose pod has no background attach to wait for (its
 // attach failed and was reported, or the pod was created while nri-cni was
 // away): by the same rules, it starts the attach in the background — as
-// AttachIfAbsent — unless the pod is known, gets no networks or has one in
-// flight already; the caller then waits for it (Wait). A chain slower than
-// the runtime's request deadline thus attaches on a retry too, which an
-// attach in line could never do.
+// AttachIfAbsent — unless the pod is known, gets no networks or has one
+// queued or in flight already; the caller then waits for it (Wait). A chain
+// slower than the runtime's request deadline thus attaches on a retry too,
+// which an attach in line could never do.
 func (b *Background) Ensure(ctx context.Context, sb Sandbox, pidless bool) (started bool, err error) {
 	if need, err := b.m.needsAttach(ctx, sb, pidless); !need || err != nil {
 		return false, err
@@ -93,9 +123,9 @@ func (b *Background) Ensure(ctx context.Context, sb Sandbox, pidless bool) (star
 }
 
 func (b *Background) start(sb Sandbox, ifAbsent bool) bool {
-	m := b.m
-	ctx, cancel := context.WithTimeout(context.Background(), BackgroundAttachBudget)
-	f := &inflight{done: make(chan struct{}), cancel: cancel}
+	// Cancelled by a Detach (cancel); the budget is set once a slot is had.
+	qctx, cancel := context.WithCancel(context.Background())
+	f := &inflight{done: make(chan struct{}), cancel: cancel, queued: time.Now()}
 	b.mu.Lock()
 	if _, ok := b.inflight[sb.ID]; ok {
 		b.mu.Unlock()
@@ -108,35 +138,67 @@ func (b *Background) start(sb Sandbox, ifAbsent bool) bool {
 	go func() {
 		defer b.wg.Done()
 		defer cancel()
-		defer close(f.done)
-		select {
-		case b.slots <- struct{}{}:
-		case <-ctx.Done():
-			f.err = fmt.Errorf("%s: background attach: %w", PodRef(sb), context.Cause(ctx))
-			return
-		}
-		defer func() { <-b.slots }()
-		start := time.Now()
-		var rec *state.Record
-		rec, f.err = m.attach(ctx, sb, ifAbsent)
-		if errors.Is(f.err, ErrKnown) {
-			f.err = nil // attached meanwhile (the resync)
-		}
-		log := m.logFor(sb).WithFields(logrus.Fields{"event": "RunPodSandbox", "background": true,
-			"duration": time.Since(start).Round(time.Microsecond)})
-		switch {
-		case f.err != nil:
-			log.WithError(f.err).Error("attach failed: the pod's containers are not created until it attaches")
-		case rec != nil:
-			log.WithField("networks", len(rec.Networks)).Info("attached")
-		}
-		if f.err == nil {
-			// Nothing to report: a container created later finds the record.
-			b.drop(sb.ID, f)
-		}
+		b.run(qctx, f, sb, ifAbsent)
 	}()
 	return true
 }
+
+// run is one background attach: the wait for a slot, then the attach on
+// the budget, then (failed) the slot is kept while its rollback ends.
+func (b *Background) run(qctx context.Context, f *inflight, sb Sandbox, ifAbsent bool) {
+	m := b.m
+	log := m.logFor(sb).WithFields(logrus.Fields{"event": "RunPodSandbox", "background": true})
+	release, err := b.slots.acquire(qctx, slotKey(sb), b.maxWait)
+	if err != nil {
+		f.err = fmt.Errorf("%s: background attach: %w", PodRef(sb), err)
+		if errors.Is(err, ErrNoAttachSlot) {
+			log.WithError(f.err).Error("attach not started: the node's attach slots stayed busy; the kubelet's retry queues it again")
+			m.report.failed(sb, "", f.err)
+		}
+		close(f.done)
+		return
+	}
+	defer release()
+	start := time.Now()
+	f.slot.Store(start.UnixNano())
+	ctx, cancelBudget := context.WithTimeout(qctx, b.budget)
+	defer cancelBudget()
+	var rec *state.Record
+	rec, f.err = m.attach(ctx, sb, ifAbsent)
+	if errors.Is(f.err, ErrKnown) {
+		f.err = nil // attached meanwhile (the resync)
+	}
+	log = log.WithFields(logrus.Fields{"queued": start.Sub(f.queued).Round(time.Millisecond),
+		"duration": time.Since(start).Round(time.Microsecond)})
+	switch {
+	case f.err != nil:
+		log.WithError(f.err).Error("attach failed: the pod's containers are not created until it attaches")
+	case rec != nil:
+		log.WithField("networks", len(rec.Networks)).Info("attached")
+	}
+	if f.err == nil {
+		// Nothing to report: a container created later finds the record.
+		b.drop(sb.ID, f)
+		close(f.done)
+		return
+	}
+	close(f.done)
+	// A rollback still running past the budget (attach hands it the
+	// sandbox's lock) keeps the slot: a namespace's failing attaches hold
+	// no more of the node's CNI work than its share. Not for an attach
+	// that never had the lock, nor one a Detach cancelled.
+	if !errors.Is(f.err, ErrBusy) && qctx.Err() == nil {
+		if unlock, err := m.locks.sandbox(context.Background(), sb.ID, b.hold, 0); err == nil {
+			unlock()
+		}
+	}
+}
+
+// slotKey is whose share of the slots sb's attach takes: its namespace.
+func slotKey(sb Sandbox) string { return sb.Pod.Namespace }
+
+// Stats tells how busy the background attaches' slots are.
+func (b *Background) Stats() BackgroundStats { return b.slots.stats() }
 
 // drop forgets id's entry if it is still f.
 func (b *Background) drop(id string, f *inflight) {
@@ -149,8 +211,9 @@ func (b *Background) drop(id string, f *inflight) {
 
 // Wait waits for sb's background attach, if there is one, until
 // ctx's deadline less the margin, and returns its outcome (found false: no
-// background attach of sb was in flight or uncollected). Still running at
-// the deadline: ErrAttachPending, and the attach goes on.
+// background attach of sb was queued, in flight or uncollected). Still
+// waiting or running at the deadline: ErrAttachPending (saying how long it
+// has waited for a slot, if it still does), and the attach goes on.
 func (b *Background) Wait(ctx context.Context, id string) (found bool, err error) {
 	b.mu.Lock()
 	f, ok := b.inflight[id]
@@ -163,15 +226,26 @@ func (b *Background) Wait(ctx context.Context, id string) (found bool, err error
 	select {
 	case <-f.done:
 	case <-wctx.Done():
-		return true, ErrAttachPending
+		return true, f.pending(b.slots)
 	}
 	b.drop(id, f)
 	return true, f.err
 }
 
-// Poll is Wait without waiting: pending while id's background attach runs;
-// once it ended, its outcome (a failure is reported once, as by Wait);
-// neither when none is in flight or uncollected.
+// pending is ErrAttachPending for f, saying how long it has waited for a
+// slot if it still does.
+func (f *inflight) pending(s *slots) error {
+	if f.slot.Load() != 0 {
+		return ErrAttachPending
+	}
+	st := s.stats()
+	return fmt.Errorf("%w (queued %s for one of the node's %d attach slots: %d attaches of %d namespaces waiting)",
+		ErrAttachPending, time.Since(f.queued).Round(time.Second), st.Slots, st.Waiting, st.Namespaces)
+}
+
+// Poll is Wait without waiting: pending while id's background attach is
+// queued or runs; once it ended, its outcome (a failure is reported once,
+// as by Wait); neither when none is queued, in flight or uncollected.
 func (b *Background) Poll(id string) (pending bool, err error) {
 	b.mu.Lock()
 	f, ok := b.inflight[id]
@@ -188,8 +262,8 @@ func (b *Background) Poll(id string) (pending bool, err error) {
 	}
 }
 
-// cancel cancels sb's background attach, if one is in flight,
-// and waits for it to end (its rollback included) or ctx, whichever comes
+// cancel cancels sb's background attach, if one is queued or in flight
+// (a queued one gives up its place at once), and waits for it to end (its rollback included) or ctx, whichever comes
 // first. Its entry is dropped: the sandbox is going away.
 func (b *Background) cancel(ctx context.Context, id string) {
 	b.mu.Lock()

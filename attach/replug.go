@@ -45,6 +45,13 @@ type PodUpdate struct {
 	// Changed: the networks annotation changed (else a resync: only pods
 	// nri-cni has a record of are reconciled).
 	Changed bool
+	// Quiet: a retry of a value whose failure was reported already; a
+	// failure is logged by the caller, not raised as a Warning Event again.
+	// A refusal is always reported (it is a new verdict).
+	Quiet bool
+	// GiveUp, if set, is the caller's last try at this value: a failure's
+	// Warning Event ends with it (what the caller does next).
+	GiveUp string
 }
 
 // Replugger is what kube/ calls on pod updates (the Manager).
@@ -59,7 +66,10 @@ func (m *Manager) Replug(ctx context.Context, u PodUpdate) (changed bool, err er
 	if !ok || !m.hotplug() {
 		return false, nil // not running on this node (yet), or hot-plug off
 	}
-	release, err := m.locks.sandbox(ctx, sb.ID, 0, m.margin)
+	// A background loop: a pod busy with another operation (its attach, a
+	// teardown) is retried later (ErrBusy), not waited for, so one busy pod
+	// never holds up the others' hot-plugs.
+	release, err := m.locks.sandbox(ctx, sb.ID, BackgroundLockWait, m.margin)
 	if err != nil {
 		return false, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), err)
 	}
@@ -82,16 +92,20 @@ func (m *Manager) Replug(ctx context.Context, u PodUpdate) (changed bool, err er
 	sb.Annotations = u.Annotations
 	log := m.logFor(sb).WithField("event", "hot-plug")
 	changed, err = m.replug(ctx, log, sb, rec)
-	if err != nil {
+	refused := errors.Is(err, ErrHotplugRefused)
+	switch {
+	case err == nil:
+	case errors.Is(err, plan.ErrSourceNotSynced):
 		// A NAD cache still filling (nri-cni just started: every pod is
 		// handed over again) is no verdict on the pod: retried by the
 		// caller, without a Warning Event on every pod of the node.
-		if !errors.Is(err, plan.ErrSourceNotSynced) {
-			m.report.failed(sb, "", err)
-		}
-		return changed, err
+	case u.Quiet && !refused:
+	case u.GiveUp != "" && !refused:
+		m.report.failed(sb, "", fmt.Errorf("%w; %s", err, u.GiveUp))
+	default:
+		m.report.failed(sb, "", err)
 	}
-	return changed, nil
+	return changed, err
 }
 
 // replug is Replug with the locks taken; rec is nil for a pod without one.
