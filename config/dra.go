@@ -34,6 +34,15 @@ type DRAConfig struct {
 	// MaxDevices bounds the published devices (NADs are tenant input):
 	// the networks past it are not published, and said so. Default 512.
 	MaxDevices int `json:"maxDevices"`
+	// MaxDevicesPerNamespace bounds the devices of one namespace's NADs:
+	// the NADs share MaxDevices fairly among their namespaces (the next
+	// device goes to the namespace with the fewest), each at most this
+	// many, so no namespace's NADs push another's off the node. Default
+	// 128; at most MaxDevices.
+	MaxDevicesPerNamespace int `json:"maxDevicesPerNamespace"`
+	// DeviceClasses says which DeviceClasses a namespace's claims may use
+	// (draclasses.go); nil: any.
+	DeviceClasses *DeviceClassRule `json:"deviceClasses"`
 }
 
 // DRA defaults and bounds.
@@ -46,6 +55,11 @@ const (
 	SharingAuto          = "auto"
 	SharingMultiple      = "multiple"
 	SharingSlots         = "slots"
+
+	// DefaultDRAMaxDevicesPerNamespace: one namespace's share by default,
+	// a quarter of the default maxDevices (8 NADs of 16 slots, or 128
+	// shared devices).
+	DefaultDRAMaxDevicesPerNamespace = 128
 )
 
 // DRAOn reports whether the DRA driver runs.
@@ -86,6 +100,16 @@ func (d *DRAConfig) DeviceLimit() int {
 	return d.MaxDevices
 }
 
+// DevicesPerNamespace returns MaxDevicesPerNamespace or its default, at
+// most DeviceLimit.
+func (d *DRAConfig) DevicesPerNamespace() int {
+	n := DefaultDRAMaxDevicesPerNamespace
+	if d != nil && d.MaxDevicesPerNamespace != 0 {
+		n = d.MaxDevicesPerNamespace
+	}
+	return min(n, d.DeviceLimit())
+}
+
 func (d *DRAConfig) validate() error {
 	if d == nil {
 		return nil
@@ -116,6 +140,13 @@ func (d *DRAConfig) validate() error {
 	}
 	if d.MaxDevices < 0 || d.MaxDevices > maxDRADevices {
 		return bad("maxDevices", "%d must be between 1 and %d (0: %d)", d.MaxDevices, maxDRADevices, DefaultDRAMaxDevices)
+	}
+	if d.MaxDevicesPerNamespace < 0 || d.MaxDevicesPerNamespace > maxDRADevices {
+		return bad("maxDevicesPerNamespace", "%d must be between 1 and %d (0: %d)", d.MaxDevicesPerNamespace, maxDRADevices,
+			DefaultDRAMaxDevicesPerNamespace)
+	}
+	if err := d.DeviceClasses.validate(); err != nil {
+		return err
 	}
 	return nil
 }

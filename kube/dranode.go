@@ -35,6 +35,9 @@ type DRANode struct {
 	// FindPlugin and LinkExists, if set, replace the checks against this
 	// host's binDirs and interfaces (a simulated node has neither).
 	FindPlugin, LinkExists func(string) error
+	// Publishing bounds the driver's refreshes and publishes (zero: the
+	// defaults; the fleet bench shortens them).
+	Publishing dra.PublishLimits
 }
 
 // StartDRA starts the DRA driver and keeps this node's ResourceSlice
@@ -69,10 +72,14 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 			return err
 		}
 	}
+	observer, _ := mgr.Observer().(DRAObserver) // metrics.Metrics, when served
 	o := dra.Options{NodeName: n.Clients.NodeName, Client: n.Clients.Core, Config: d, Claims: n.Claims,
 		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: n.Log,
-		PublishOnly: n.PublishOnly, Serving: n.Serving,
-		Candidates: func() []dra.Candidate { return draCandidates(mgr.Engine().Networks(), mode.Source, d) }}
+		PublishOnly: n.PublishOnly, Serving: n.Serving, Publishing: n.Publishing,
+		Reporter: newDRAReport(n.Clients.NodeName, observer, mode.Status.eventRecorder(), mode.Source.nadRef),
+		Candidates: func() []dra.Candidate {
+			return draCandidates(mgr.Engine().Networks(), mode.Source, d, cfg.Kubernetes.SharedNamespaces)
+		}}
 	if d.PublishNADs() {
 		// The first publish waits for the NAD cache (bounded: without the
 		// CRD the config dir's networks go out after a while), so a restart
@@ -91,12 +98,17 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 	if err := drv.Start(ctx); err != nil {
 		return nil, err
 	}
+	if !n.PublishOnly {
+		// Claim records against the kubelet's checkpoint (records.go).
+		go drv.KeepRecords(ctx, dra.CheckpointPath(d.KubeletRoot()), 0)
+	}
 	return drv, nil
 }
 
 // draCandidates lists what the node might publish: the config dir's
-// networks (nodeNetworks, or all), then the NADs.
-func draCandidates(local []*cni.Network, nads *NADSource, d *config.DRAConfig) []dra.Candidate {
+// networks (nodeNetworks, or all), then the NADs (those of shared
+// namespaces marked: claims of every namespace may get them).
+func draCandidates(local []*cni.Network, nads *NADSource, d *config.DRAConfig, shared []string) []dra.Candidate {
 	var out []dra.Candidate
 	byName := map[string]*cni.Network{}
 	for _, n := range local {
@@ -114,7 +126,8 @@ func draCandidates(local []*cni.Network, nads *NADSource, d *config.DRAConfig) [
 		return out
 	}
 	for _, e := range nads.List() {
-		c := dra.Candidate{Network: e.Ref.String(), Namespace: e.Ref.Namespace, Net: e.Network, Err: e.Err}
+		c := dra.Candidate{Network: e.Ref.String(), Namespace: e.Ref.Namespace, Net: e.Network, Err: e.Err,
+			Shared: slices.Contains(shared, e.Ref.Namespace)}
 		if c.Err == nil && c.Net.List == nil { // empty spec.config: the config dir network of its name
 			c.Local = true
 			if c.Net = byName[e.Network.Name]; c.Net == nil {

@@ -70,8 +70,37 @@ func NewNADSource(client nadclient.Interface, resync time.Duration, policy *nadp
 	}
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client),
 		&nadv1.NetworkAttachmentDefinition{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	return &NADSource{informer: inf, lister: nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
+	s := &NADSource{informer: inf, lister: nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
 		policy: policy, maxBytes: maxBytes, parsed: map[string]parsedNAD{}}
+	// The memo holds one entry per NAD that exists: a new version replaces
+	// its entry, a deleted NAD's goes with it. It is never dropped whole (a
+	// cluster with more NADs than any fixed bound parsed every NAD again on
+	// every refresh once it passed the bound).
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.forget}); err != nil {
+		panic(err) // only for an informer already stopped: not this new one
+	}
+	return s
+}
+
+// forget drops a deleted NAD's memo entry.
+func (s *NADSource) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(*nadv1.NetworkAttachmentDefinition)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.parsed, plan.NADRef{Namespace: o.Namespace, Name: o.Name}.String())
+	s.mu.Unlock()
+}
+
+// memoSize is how many NAD versions are memoised (tests).
+func (s *NADSource) memoSize() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.parsed)
 }
 
 type nadInterface interface {
@@ -115,15 +144,11 @@ func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	}
 	n, err := plan.ParseNADConfig(ref, obj.Spec.Config, s.policy, s.maxBytes)
 	p := parsedNAD{resourceVersion: obj.ResourceVersion, net: n, err: err}
-	if len(s.parsed) > maxParsed {
-		clear(s.parsed) // objects come and go; never grow without bound
+	if _, exists, _ := s.informer.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name); exists {
+		s.parsed[key] = p // not when deleted meanwhile: forget has run or will find nothing
 	}
-	s.parsed[key] = p
 	return p.net, p.err
 }
-
-// maxParsed bounds the memo (it is rebuilt on demand).
-const maxParsed = 4096
 
 // errNotSynced is returned by WaitForSync when ctx ends first.
 var errNotSynced = errors.New("NetworkAttachmentDefinition cache not synced")

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +203,29 @@ func TestNADSourceVerdictFollowsUpdates(t *testing.T) {
 		n, err := src.Network(ref)
 		return err == nil && n.Name == "net-a"
 	}, waitFor, 10*time.Millisecond)
+}
+
+// The verdict memo holds one entry per NAD that exists, however many there
+// are (issue 28: it was dropped whole past 4,096 entries, so a larger
+// cluster parsed every NAD again on every refresh), and a deleted NAD's
+// entry goes with it.
+func TestNADSourceMemoIsPerNAD(t *testing.T) {
+	const n = 4100 // past the old bound
+	objs := make([]*nadv1.NetworkAttachmentDefinition, n)
+	for i := range objs {
+		objs[i] = nad(fmt.Sprintf("ns%d", i%7), fmt.Sprintf("n%d", i), conflistA)
+	}
+	client := newNADFake(t, objs...)
+	src := runSource(t, client)
+	require.Len(t, src.List(), n)
+	assert.Equal(t, n, src.memoSize(), "every NAD's verdict kept")
+	first, err := src.Network(plan.NADRef{Namespace: "ns0", Name: "n0"})
+	require.NoError(t, err)
+	again, err := src.Network(plan.NADRef{Namespace: "ns0", Name: "n0"})
+	require.NoError(t, err)
+	assert.Same(t, first, again, "served from the memo, not parsed again")
+
+	require.NoError(t, client.K8sCniCncfIoV1().NetworkAttachmentDefinitions("ns0").Delete(context.Background(), "n0", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return src.memoSize() == n-1 }, waitFor, 10*time.Millisecond,
+		"the deleted NAD's entry goes")
 }

@@ -26,7 +26,9 @@ type Metrics struct {
 	started   prometheus.Counter
 	unprot    prometheus.Counter
 	failOpen  prometheus.Gauge
-	isUp      atomic.Bool
+	// draUnpublished: the networks the DRA driver leaves out, by reason.
+	draUnpublished *prometheus.GaugeVec
+	isUp           atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -81,6 +83,8 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 			Help: "Sandboxes whose teardown (CNI DEL) failed and is retried in the background with backoff.",
 		}, pendingTeardowns),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.draUnpublished = newDRAUnpublished()
+	m.reg.MustRegister(m.draUnpublished)
 	return m
 }
 
@@ -179,4 +183,21 @@ func Serve(ctx context.Context, addr string, m *Metrics) (stop func(), err error
 	}()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	return func() { _ = srv.Close() }, nil
+}
+
+// newDRAUnpublished is the gauge of the networks the DRA driver leaves out.
+func newDRAUnpublished() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nri_cni_dra_unpublished",
+		Help: "Networks the DRA driver does not publish in this node's ResourceSlice now, by reason (refused, api-limits, duplicate, namespace-share, max-devices, no-addresses, cannot-attach, check-pending).",
+	}, []string{"reason"})
+}
+
+// SetDRAUnpublished records the networks the DRA driver left out of the
+// node's ResourceSlice at its last refresh, by reason (kube.DRAObserver).
+func (m *Metrics) SetDRAUnpublished(byReason map[string]int) {
+	m.draUnpublished.Reset() // a reason no longer seen goes to 0, not its last value
+	for reason, n := range byReason {
+		m.draUnpublished.WithLabelValues(reason).Set(float64(n))
+	}
 }

@@ -107,3 +107,22 @@ func TestReadyz(t *testing.T) {
 		}
 	}
 }
+
+// Each refresh replaces the DRA gauge whole: a reason the last refresh did
+// not see is gone, not left at its old count.
+func TestDRAUnpublishedIsReplaced(t *testing.T) {
+	m := New(func() float64 { return 0 }, func() float64 { return 0 })
+	h := m.Handler()
+	m.SetDRAUnpublished(map[string]int{"duplicate": 2, "api-limits": 1})
+	_, body := get(t, h, "/metrics")
+	for _, want := range []string{`nri_cni_dra_unpublished{reason="duplicate"} 2`, `nri_cni_dra_unpublished{reason="api-limits"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	m.SetDRAUnpublished(map[string]int{"api-limits": 3})
+	_, body = get(t, h, "/metrics")
+	if !strings.Contains(body, `nri_cni_dra_unpublished{reason="api-limits"} 3`) || strings.Contains(body, `reason="duplicate"`) {
+		t.Errorf("after the second refresh:\n%s", body)
+	}
+}

@@ -9,11 +9,8 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/nri-cni/nri-cni/cni"
@@ -34,6 +31,12 @@ var ErrBadClaimConfig = errors.New("invalid NetworkConfig")
 // ErrClaimNotAllowed: a claim the node will not attach (its namespace is
 // filtered out, or it names a network it may not use).
 var ErrClaimNotAllowed = errors.New("claim not allowed")
+
+// ErrClaimRecordMissing: the kubelet holds a claim of the pod as prepared
+// by nri-cni.io, and nri-cni has no readable record of it: without one the
+// pod would start without the claim's network, and the kubelet does not
+// prepare the claim again.
+var ErrClaimRecordMissing = errors.New("no record of the prepared claim")
 
 // ClaimRef identifies the claim device an attachment was asked for by.
 type ClaimRef = state.ClaimRef
@@ -56,6 +59,12 @@ func (c claim) nad() (NADRef, bool) {
 
 // parseClaim parses d's configs under the limits.
 func (p *Planner) parseClaim(d state.ClaimDevice) (claim, error) {
+	if d.Unrecorded != "" {
+		return claim{}, fmt.Errorf("ResourceClaim %s (uid %s): %w: %s; the kubelet's checkpoint holds it as prepared "+
+			"by nri-cni.io and will not prepare it again, so the pod does not start without its network (nri-cni "+
+			"rebuilds the record from the claim when it can; else delete the pod, so that its claim is made and "+
+			"prepared again)", d.Ref, d.Ref.UID, ErrClaimRecordMissing, d.Unrecorded)
+	}
 	sel, err := ParseNetworkConfig(d.Ref.Where(), d.Configs, p.cfg.Limits.MaxAnnotationBytes)
 	return claim{Ref: d.Ref, Network: d.Network, Config: sel}, err
 }
@@ -65,102 +74,6 @@ func source(c ClaimConfig) string {
 		return "the DeviceClass's config"
 	}
 	return "the claim's config"
-}
-
-// ParseNetworkConfig validates each config (apiVersion nri-cni.io/v1alpha1,
-// kind NetworkConfig, the keys of an NPWG selection element but the
-// network's name and namespace: the device is the network), each at most
-// maxBytes, and merges them key by key: the claim's in order, then the
-// class's over them (the admin's config wins). where names the claim's
-// request in errors. No config gives the zero NetworkSelection.
-func ParseNetworkConfig(where string, configs []ClaimConfig, maxBytes int) (NetworkSelection, error) {
-	merged := map[string]json.RawMessage{}
-	order := slices.Clone(configs)
-	slices.SortStableFunc(order, func(a, b ClaimConfig) int {
-		switch {
-		case a.FromClass == b.FromClass:
-			return 0
-		case b.FromClass:
-			return -1
-		}
-		return 1
-	})
-	for _, c := range order {
-		keys, err := decodeNetworkConfig(c.Raw, maxBytes)
-		if err != nil {
-			return NetworkSelection{}, fmt.Errorf("%s: %w: %s: %w", where, ErrBadClaimConfig, source(c), err)
-		}
-		maps.Copy(merged, keys)
-	}
-	if len(merged) == 0 {
-		return NetworkSelection{}, nil
-	}
-	data, err := json.Marshal(merged)
-	if err != nil {
-		return NetworkSelection{}, fmt.Errorf("%s: %w: %w", where, ErrBadClaimConfig, err)
-	}
-	e, err := decodeElement(data)
-	if err == nil {
-		var sel NetworkSelection
-		if sel, err = e.selection(); err == nil {
-			if sel.Interface != "" && !usableIfname(sel.Interface) {
-				err = fmt.Errorf("\"interface\" %q is not a usable interface name", sel.Interface)
-			}
-			if err == nil {
-				return sel, nil
-			}
-		}
-	}
-	return NetworkSelection{}, fmt.Errorf("%s: %w: %w", where, ErrBadClaimConfig, err)
-}
-
-// decodeNetworkConfig checks one config's type and keys and returns its
-// keys without apiVersion and kind.
-func decodeNetworkConfig(raw []byte, maxBytes int) (map[string]json.RawMessage, error) {
-	if len(raw) > maxBytes {
-		return nil, fmt.Errorf("%d bytes, more than %d (limits.maxAnnotationBytes)", len(raw), maxBytes)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	var typ struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
-	_ = json.Unmarshal(raw, &typ)
-	if typ.APIVersion != NetworkConfigAPIVersion || typ.Kind != NetworkConfigKind {
-		return nil, fmt.Errorf("apiVersion %q kind %q: want apiVersion %q, kind %q", typ.APIVersion, typ.Kind,
-			NetworkConfigAPIVersion, NetworkConfigKind)
-	}
-	delete(keys, "apiVersion")
-	delete(keys, "kind")
-	// A NetworkConfig is nri-cni's own API, not the NPWG annotation that
-	// other implementations read too: what the annotation ignores (the
-	// spec's rule for shared input) is refused here, like any key nri-cni
-	// does not implement. Keys match as encoding/json matches them to
-	// fields: without regard to case.
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		switch {
-		case strings.EqualFold(k, "name"), strings.EqualFold(k, "namespace"):
-			return nil, fmt.Errorf("key %q: the network is the allocated device's (select it with the request's selectors)", k)
-		case strings.EqualFold(k, KeyIPAMClaimReference):
-			return nil, fmt.Errorf("key %q %w: no IPAMClaim support (ask for addresses with \"ips\")", k, ErrUnsupportedField)
-		case extensionKey(k):
-			return nil, fmt.Errorf("key %q: a NetworkConfig takes no extension keys (reverse domain name notation is for the NPWG annotation)", k)
-		}
-	}
-	// Each config alone is a valid element: errors name the config they
-	// are in, not the merge.
-	data, _ := json.Marshal(keys)
-	e, err := decodeElement(data)
-	if err == nil {
-		_, err = e.selection()
-	}
-	if err != nil {
-		return nil, err
-	}
-	return keys, nil
 }
 
 // CheckClaim applies planning's gates to a claim of a pod of its namespace

@@ -47,7 +47,7 @@ func TestParseNetworkConfig(t *testing.T) {
 		{name: "wrong kind", configs: []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"Other"}`)}},
 			err: ErrBadClaimConfig, msg: `the claim's config: apiVersion "nri-cni.io/v1alpha1" kind "Other"`},
 		{name: "unknown key", configs: []ClaimConfig{netConf(`,"interfaces":"x"`)},
-			err: ErrBadClaimConfig, msg: `unknown field "interfaces"`},
+			err: ErrBadClaimConfig, msg: `key "interfaces" is not one of its keys (interface, ips, mac, default-route, portMappings, bandwidth, cni-args)`},
 		{name: "name is the device's", configs: []ClaimConfig{netConf(`,"name":"other"`)},
 			err: ErrBadClaimConfig, msg: `key "name": the network is the allocated device's`},
 		{name: "bad mac names the key", configs: []ClaimConfig{netConf(`,"mac":"zz"`)},
@@ -63,7 +63,7 @@ func TestParseNetworkConfig(t *testing.T) {
 		{name: "ipam-claim-reference is refused, not ignored", configs: []ClaimConfig{netConf(`,"ipam-claim-reference":"vm1"`)},
 			err: ErrUnsupportedField, msg: `key "ipam-claim-reference" not supported by nri-cni: no IPAMClaim support`},
 		{name: "ipam-claim-reference in another case", configs: []ClaimConfig{netConf(`,"IPAM-Claim-Reference":"vm1"`)},
-			err: ErrUnsupportedField, msg: `key "IPAM-Claim-Reference"`},
+			err: ErrBadClaimConfig, msg: `key "IPAM-Claim-Reference" is not "ipam-claim-reference": keys match exactly`},
 		{name: "an empty ipam-claim-reference too", configs: []ClaimConfig{netConf(`,"ipam-claim-reference":""`)},
 			err: ErrUnsupportedField, msg: `key "ipam-claim-reference"`},
 		{name: "extension keys are refused, not ignored", configs: []ClaimConfig{netConf(`,"org.example.foo":1`)},
@@ -71,7 +71,42 @@ func TestParseNetworkConfig(t *testing.T) {
 		{name: "extension keys in the class's config", configs: []ClaimConfig{classConf(`,"io.kubevirt.x":true`)},
 			err: ErrBadClaimConfig, msg: `the DeviceClass's config: key "io.kubevirt.x"`},
 		{name: "name in another case", configs: []ClaimConfig{netConf(`,"Name":"other"`)},
-			err: ErrBadClaimConfig, msg: `key "Name": the network is the allocated device's`},
+			err: ErrBadClaimConfig, msg: `key "Name" is not "name": keys match exactly`},
+		// Keys match exactly (issue 28, item 8): encoding/json would fill
+		// cni-args from "cni-argſ" (U+017F folds to s) and, the merge
+		// seeing two keys, the claim's would win over the class's.
+		{name: "folded key does not override the class's", configs: []ClaimConfig{
+			classConf(`,"cni-args":{"vlan":"10"}`), netConf("," + `"cni-arg\u017f":{"vlan":"99"}`)},
+			err: ErrBadClaimConfig, msg: `the claim's config: key "cni-argſ" is not "cni-args": keys match exactly`},
+		{name: "folded key written raw", configs: []ClaimConfig{netConf(`,"cni-argſ":{"vlan":"99"}`)},
+			err: ErrBadClaimConfig, msg: `key "cni-argſ" is not "cni-args"`},
+		{name: "capitalised key", configs: []ClaimConfig{classConf(`,"mac":"02:00:00:00:00:0a"`), netConf(`,"MAC":"02:00:00:00:00:0b"`)},
+			err: ErrBadClaimConfig, msg: `key "MAC" is not "mac"`},
+		{name: "Kelvin sign", configs: []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","\u212aind":"NetworkConfig"}`)}},
+			err: ErrBadClaimConfig, msg: `is not "kind"`},
+		{name: "a key given twice", configs: []ClaimConfig{netConf(`,"mac":"02:00:00:00:00:0a","mac":"02:00:00:00:00:0b"`)},
+			err: ErrBadClaimConfig, msg: `key "mac" given twice`},
+		{name: "a key given twice through an escape", configs: []ClaimConfig{netConf(`,"mac":"02:00:00:00:00:0a","m\u0061c":"02:00:00:00:00:0b"`)},
+			err: ErrBadClaimConfig, msg: `key "mac" given twice`},
+		{name: "folded key inside bandwidth", configs: []ClaimConfig{netConf(`,"bandwidth":{"ingressRate":1000,"ingressburst":10}`)},
+			err: ErrBadClaimConfig, msg: `"bandwidth": key "ingressburst" is not "ingressBurst"`},
+		{name: "folded key inside portMappings", configs: []ClaimConfig{netConf(`,"portMappings":[{"hostPort":80,"containerPort":80},{"HostPort":81,"containerPort":81}]`)},
+			err: ErrBadClaimConfig, msg: `"portMappings[1]": key "HostPort" is not "hostPort"`},
+		{name: "cni-args key given twice", configs: []ClaimConfig{netConf(`,"cni-args":{"a":1,"a":2}`)},
+			err: ErrBadClaimConfig, msg: `"cni-args": key "a" given twice`},
+		{name: "interfaceRequest is the annotation's", configs: []ClaimConfig{netConf(`,"interfaceRequest":"data0"`)},
+			err: ErrBadClaimConfig, msg: `key "interfaceRequest": the NPWG annotation's old name for "interface"`},
+		{name: "apiVersion in another case", configs: []ClaimConfig{{Raw: []byte(`{"APIVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig"}`)}},
+			err: ErrBadClaimConfig, msg: `key "APIVersion" is not "apiVersion"`},
+		{name: "data after the object", configs: []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"NetworkConfig"} {}`)}},
+			err: ErrBadClaimConfig, msg: "not a JSON object: data after it"},
+		// A class takes a key away from the claim by setting it to null.
+		{name: "the class's null wins", configs: []ClaimConfig{classConf(`,"mac":null,"cni-args":null`),
+			netConf(`,"interface":"data0","mac":"02:00:00:00:00:0b","cni-args":{"vlan":"99"}`)},
+			want: NetworkSelection{Interface: "data0"}},
+		{name: "the class's cni-args win whole", configs: []ClaimConfig{classConf(`,"cni-args":{"vlan":"10"}`),
+			netConf(`,"cni-args":{"vlan":"99","extra":"x"}`)},
+			want: NetworkSelection{CNIArgs: map[string]any{"vlan": "10"}}},
 		// The keys' values follow the annotation's rules (the same code).
 		{name: "ips without prefix, empty default-route", configs: []ClaimConfig{netConf(`,"ips":["10.1.0.5"],"default-route":[]`)},
 			want: NetworkSelection{IPs: []string{"10.1.0.5"}}},
@@ -97,6 +132,13 @@ func TestParseNetworkConfig(t *testing.T) {
 func device(claim, request, network string, configs ...ClaimConfig) state.ClaimDevice {
 	return state.ClaimDevice{Ref: state.ClaimRef{Namespace: "team", Name: claim, UID: "uid-" + claim, Request: request,
 		Driver: "nri-cni.io", Pool: "node-1", Device: "dev-" + network}, Network: network, Configs: configs}
+}
+
+// unrecorded is ForPod's stand-in for a claim the kubelet holds as prepared
+// without a record.
+func unrecorded(claim, why string) state.ClaimDevice {
+	return state.ClaimDevice{Ref: state.ClaimRef{Namespace: "team", Name: claim, UID: "uid-" + claim, Driver: "nri-cni.io"},
+		Unrecorded: why}
 }
 
 // TestPlanClaims: a pod's prepared claims become attachments after its
@@ -158,6 +200,15 @@ func TestPlanClaims(t *testing.T) {
 			err: ErrBadClaimConfig, msg: "both set the IPv4 default route"},
 		{name: "namespace filtered out fails, never drops", tune: func(c *config.Config) { c.Namespaces.Exclude = []string{"team"} },
 			claims: []state.ClaimDevice{device("c1", "net", "alpha")}, err: ErrClaimNotAllowed, msg: `namespace "team" is filtered out`},
+		// Issue 28, item 9: a claim the kubelet holds as prepared whose
+		// record is gone fails the pod, whatever else it asks for.
+		{name: "a claim without record fails the pod", ann: map[string]string{AnnotationNPWGNetworks: "red"},
+			claims: []state.ClaimDevice{device("c1", "net", "alpha"), unrecorded("c2", "its prepared-claim record /x is missing")},
+			err:    ErrClaimRecordMissing,
+			msg: "ResourceClaim team/c2 (uid uid-c2): no record of the prepared claim: its prepared-claim record /x is missing; " +
+				"the kubelet's checkpoint holds it as prepared by nri-cni.io"},
+		{name: "a claim without record alone", claims: []state.ClaimDevice{unrecorded("c2", "unreadable")},
+			err: ErrClaimRecordMissing, msg: "ResourceClaim team/c2"},
 		{name: "limit counts annotation and claims", tune: func(c *config.Config) { c.Limits.MaxNetworksPerPod = 2 },
 			ann:    map[string]string{AnnotationNPWGNetworks: "red"},
 			claims: []state.ClaimDevice{device("c1", "a", "alpha"), device("c1", "b", "beta")},

@@ -59,6 +59,12 @@ type ClaimDevice struct {
 	// NetworkAttachmentDefinition's "namespace/name".
 	Network string        `json:"network"`
 	Configs []ClaimConfig `json:"configs,omitempty"`
+	// Unrecorded, never stored, marks a stand-in (ForPod) for a claim the
+	// kubelet holds as prepared by nri-cni.io of which no readable record
+	// exists: why. Ref names the claim and one of its devices; Network and
+	// Configs are unknown. Planning refuses it: the pod must not start
+	// without the claim's network.
+	Unrecorded string `json:"-"`
 }
 
 // PreparedClaim is a claim the kubelet prepared on this node.
@@ -72,13 +78,25 @@ type PreparedClaim struct {
 	Prepared time.Time     `json:"prepared"`
 }
 
+// maxReleased bounds Claims.released when nothing prunes it (the kubelet's
+// checkpoint unreadable).
+const maxReleased = 4096
+
 // Claims is the store of prepared claims. Safe for concurrent use.
 type Claims struct {
 	dir    string
-	mu     sync.RWMutex              // guards byUID, byPod
+	mu     sync.RWMutex              // guards byUID, byPod, unreadable, missing
 	byUID  map[string]*PreparedClaim // claim UID -> claim
 	byPod  map[string][]string       // pod UID -> claim UIDs
 	loadEr []error
+	// unreadable: claim UID -> why its file could not be read at open.
+	unreadable map[string]error
+	// missing: claims the kubelet holds as prepared with no record
+	// (Reconcile, claimcheck.go), by claim UID.
+	missing map[string]MissingClaim
+	// released: claims unprepared (Delete) that the kubelet's checkpoint
+	// may still list for a moment; never missing (claimcheck.go).
+	released map[string]bool
 }
 
 // OpenClaims opens (creating it, 0700) the claims directory under the
@@ -89,7 +107,8 @@ func OpenClaims(stateDir string) (*Claims, error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("claims dir: %w", err)
 	}
-	c := &Claims{dir: dir, byUID: map[string]*PreparedClaim{}, byPod: map[string][]string{}}
+	c := &Claims{dir: dir, byUID: map[string]*PreparedClaim{}, byPod: map[string][]string{},
+		unreadable: map[string]error{}, missing: map[string]MissingClaim{}, released: map[string]bool{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("claims dir: %w", err)
@@ -109,7 +128,11 @@ func OpenClaims(stateDir string) (*Claims, error) {
 			err = fmt.Errorf("holds claim UID %q", pc.UID)
 		}
 		if err != nil {
-			c.loadEr = append(c.loadEr, fmt.Errorf("%w %s: %w", ErrCorrupt, p, err))
+			err = fmt.Errorf("%w %s: %w", ErrCorrupt, p, err)
+			c.loadEr = append(c.loadEr, err)
+			if uid := strings.TrimSuffix(name, suffix); ValidID(uid) == nil {
+				c.unreadable[uid] = err
+			}
 			continue
 		}
 		c.index(&pc)
@@ -181,6 +204,9 @@ func (c *Claims) Put(pc *PreparedClaim) error {
 	defer c.mu.Unlock()
 	c.unindex(pc.UID)
 	c.index(&cp)
+	delete(c.unreadable, pc.UID)
+	delete(c.missing, pc.UID)
+	delete(c.released, pc.UID)
 	return nil
 }
 
@@ -196,6 +222,12 @@ func (c *Claims) Delete(uid string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindex(uid)
+	delete(c.unreadable, uid)
+	delete(c.missing, uid)
+	if len(c.released) >= maxReleased {
+		clear(c.released) // Reconcile prunes them; without it, bound them
+	}
+	c.released[uid] = true
 	return nil
 }
 
@@ -211,14 +243,13 @@ func (c *Claims) Get(uid string) (PreparedClaim, bool) {
 }
 
 // ForPod returns the devices of the claims prepared for the pod of uid,
-// ordered by claim (namespace/name), then as allocated. Memory only.
+// ordered by claim (namespace/name), then as allocated; then a stand-in
+// (ClaimDevice.Unrecorded) for each claim the kubelet holds as prepared for
+// the pod of which there is no readable record. Memory only.
 func (c *Claims) ForPod(podUID string) []ClaimDevice {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	uids := c.byPod[podUID]
-	if len(uids) == 0 {
-		return nil
-	}
 	claims := make([]*PreparedClaim, 0, len(uids))
 	for _, u := range uids {
 		claims = append(claims, c.byUID[u])
@@ -228,7 +259,7 @@ func (c *Claims) ForPod(podUID string) []ClaimDevice {
 	for _, pc := range claims {
 		out = append(out, pc.Devices...)
 	}
-	return out
+	return append(out, c.missingFor(podUID)...)
 }
 
 // List returns every prepared claim, by namespace/name.

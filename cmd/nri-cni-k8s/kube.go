@@ -63,8 +63,11 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 			return nil, fmt.Errorf("DRA: %w", err)
 		}
 		for _, err := range claims.LoadErrors() {
-			log.WithError(err).Error("DRA: a prepared claim's record is unreadable; the kubelet prepares it again")
+			log.WithError(err).Error("DRA: a prepared claim's record is unreadable")
 		}
+		// Before the runtime is served: a claim the kubelet holds as
+		// prepared without a readable record fails its pod's networks.
+		dra.CheckRecordsAtStart(claims, dra.CheckpointPath(k.DRA.KubeletRoot()), log.WithField("component", "dra"))
 		km.Claims = claims
 	}
 	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer, serving func() error) error {

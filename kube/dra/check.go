@@ -68,6 +68,9 @@ func (k Checker) Check(c Candidate) error {
 type StatusCache struct {
 	Status func(ctx context.Context, n *cni.Network) error
 	TTL    time.Duration
+	// Max bounds the answers kept (0: 4 × the default maxDevices); past it
+	// the expired ones go, then the oldest, one by one.
+	Max int
 
 	mu   sync.Mutex // guards seen
 	seen map[[32]byte]statusAnswer
@@ -95,9 +98,133 @@ func (s *StatusCache) NotReady(ctx context.Context, n *cni.Network) error {
 	err := s.Status(ctx, n)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.seen) > 4*config.DefaultDRAMaxDevices {
-		clear(s.seen) // configs come and go; never grow without bound
-	}
 	s.seen[key] = statusAnswer{err: err, at: now}
+	s.evict(now)
 	return err
+}
+
+// evict keeps at most Max answers: configs come and go, the cache never
+// grows without bound, and the answers of the configs in use stay (never
+// dropped wholesale, which would make every refresh ask every plugin again).
+func (s *StatusCache) evict(now time.Time) {
+	limit := s.Max
+	if limit <= 0 {
+		limit = 4 * config.DefaultDRAMaxDevices
+	}
+	if len(s.seen) <= limit {
+		return
+	}
+	for k, a := range s.seen {
+		if now.Sub(a.at) >= s.TTL {
+			delete(s.seen, k)
+		}
+	}
+	for len(s.seen) > limit {
+		var oldest [32]byte
+		var at time.Time
+		for k, a := range s.seen {
+			if at.IsZero() || a.at.Before(at) {
+				oldest, at = k, a.at
+			}
+		}
+		delete(s.seen, oldest)
+	}
+}
+
+// Verdicts remembers check answers of NADs between inventory builds, per
+// network and config (a changed NAD is a new key, checked afresh): a
+// passing answer holds for Valid (the refresh interval, so each refresh
+// checks a published NAD again, and a NAD change elsewhere checks none), a
+// failing one for Valid doubled at each failure up to MaxBackoff (a NAD
+// that cannot attach costs a check every few minutes, not every refresh).
+// Entries of networks no longer candidates go at the build's end. Safe
+// for concurrent use.
+type Verdicts struct {
+	// Now is the clock (nil: time.Now).
+	Now        func() time.Time
+	Valid      time.Duration
+	MaxBackoff time.Duration
+
+	mu sync.Mutex // guards m
+	m  map[string]verdict
+}
+
+type verdict struct {
+	err   error
+	due   time.Time
+	fails int
+}
+
+func (v *Verdicts) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+// key is the candidate's network and config.
+func (v *Verdicts) key(c Candidate) string {
+	if c.Net == nil || c.Net.List == nil {
+		return c.Network
+	}
+	sum := sha256.Sum256(c.Net.List.Bytes)
+	return c.Network + "\x00" + string(sum[:])
+}
+
+// lookup returns the last answer for key, whether there is one, and
+// whether it is still due (fresh: no need to check again).
+func (v *Verdicts) lookup(key string) (err error, known, fresh bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.m[key]
+	if !ok {
+		return nil, false, false
+	}
+	return e.err, true, v.now().Before(e.due)
+}
+
+// store records an answer.
+func (v *Verdicts) store(key string, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[string]verdict{}
+	}
+	valid := v.Valid
+	if valid <= 0 {
+		valid = 30 * time.Second
+	}
+	e := verdict{err: err}
+	if err != nil {
+		e.fails = v.m[key].fails + 1
+		backoff := valid
+		for i := 1; i < e.fails && backoff < v.MaxBackoff; i++ {
+			backoff *= 2
+		}
+		if v.MaxBackoff > 0 {
+			backoff = min(backoff, v.MaxBackoff)
+		}
+		valid = backoff
+	}
+	// A little early: the refresh that comes Valid later checks again.
+	e.due = v.now().Add(valid - valid/10)
+	v.m[key] = e
+}
+
+// sweep drops the answers of keys not used by the last build.
+func (v *Verdicts) sweep(used map[string]bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range v.m {
+		if !used[k] {
+			delete(v.m, k)
+		}
+	}
+}
+
+// Len is the number of answers kept.
+func (v *Verdicts) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.m)
 }

@@ -91,6 +91,10 @@ type Options struct {
 	// the same slices, but no kubelet prepares claims. For a fleet
 	// simulated without kubelets (test/fleet).
 	PublishOnly bool
+	// Publishing bounds refreshes and publishes (publishing.go); Reporter,
+	// when set, hears what each refresh leaves out.
+	Publishing PublishLimits
+	Reporter   Reporter
 }
 
 // Driver is the DRA driver. Safe for concurrent use.
@@ -102,6 +106,7 @@ type Driver struct {
 	mu       sync.Mutex // guards multiple, inv, started
 	multiple bool       // devices allow multiple allocations (else slots)
 	inv      Inventory
+	pubs     publishing // publishing.go
 }
 
 // New returns a driver; Start registers it.
@@ -216,91 +221,6 @@ func ProbeSlice(node string) *resourceapi.ResourceSlice {
 		Spec: resourceapi.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(node),
 			Pool:    resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
 			Devices: []resourceapi.Device{{Name: "probe", AllowMultipleAllocations: ptr.To(true)}}}}
-}
-
-// run keeps the ResourceSlice current until ctx ends.
-func (d *Driver) run(ctx context.Context) {
-	defer d.pub.Stop()
-	t := time.NewTicker(d.o.Refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-d.kick:
-			// Coalesce a burst (a namespace's NADs applied at once).
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-		if d.refresh() {
-			if err := d.publish(ctx); err != nil {
-				d.o.Log.WithError(err).Warn("DRA: publishing the ResourceSlice failed; retrying")
-			}
-		}
-	}
-}
-
-// refresh rebuilds the inventory; true when it changed.
-func (d *Driver) refresh() bool {
-	d.mu.Lock()
-	multiple := d.multiple
-	d.mu.Unlock()
-	inv := BuildInventory(d.o.Candidates(), d.o.Checker.Check, InventoryOptions{Multiple: multiple,
-		Slots: d.o.Config.SlotCount(), MaxDevices: d.o.Config.DeviceLimit()})
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if sameInventory(d.inv, inv) {
-		return false
-	}
-	for _, s := range inv.Skipped {
-		if !slices.Contains(d.inv.Skipped, s) {
-			d.o.Log.WithFields(logrus.Fields{"network": s.Network, "reason": s.Reason}).
-				Warn("DRA: network not published: pods that claim it are not scheduled here")
-		}
-	}
-	d.inv = inv
-	return true
-}
-
-func sameInventory(a, b Inventory) bool {
-	if len(a.Devices) != len(b.Devices) || !slices.Equal(a.Skipped, b.Skipped) {
-		return false
-	}
-	for i := range a.Devices {
-		if a.Devices[i].Name != b.Devices[i].Name || a.Networks[a.Devices[i].Name] != b.Networks[b.Devices[i].Name] {
-			return false
-		}
-	}
-	return true
-}
-
-// publish hands the current devices to the publisher's ResourceSlice
-// controller (one pool named after the node, slices of at most 128).
-func (d *Driver) publish(ctx context.Context) error {
-	d.mu.Lock()
-	devices := slices.Clone(d.inv.Devices)
-	multiple := d.multiple
-	d.mu.Unlock()
-	var pool resourceslice.Pool
-	for len(devices) > 0 {
-		n := min(len(devices), resourceapi.ResourceSliceMaxDevices)
-		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: devices[:n]})
-		devices = devices[n:]
-	}
-	if len(pool.Slices) == 0 {
-		pool.Slices = []resourceslice.Slice{{}}
-	}
-	if err := d.pub.PublishResources(ctx, resourceslice.DriverResources{
-		Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}); err != nil {
-		return fmt.Errorf("DRA: publishing: %w", err)
-	}
-	d.o.Log.WithFields(logrus.Fields{"devices": len(d.inv.Devices), "multipleAllocations": multiple}).
-		Info("DRA: ResourceSlice published")
-	return nil
 }
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors of the
@@ -448,6 +368,9 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 		}
 		if r.AdminAccess != nil && *r.AdminAccess {
 			return nil, fmt.Errorf("%s: %w", ref.Where(), ErrAdminAccess)
+		}
+		if err := d.checkClass(ref.Where(), c, r.Request); err != nil {
+			return nil, err
 		}
 		network, ok := d.network(r.Pool, r.Device)
 		if !ok {

@@ -1,42 +1,88 @@
 package dra
 
 // The inventory: which networks this node publishes as devices, and under
-// which names. Pure: candidates and a verdict in, devices out.
+// which names. Pure but for the check it is given: candidates in, devices
+// out. Tenant input (NADs) is bounded here: every device fits the API's
+// limits (names.go) or is left out; no two share a name or a network
+// attribute; node networks (the admin's) come first; the NADs share the
+// device budget fairly among their namespaces (max-min: the next device goes
+// to the namespace with the fewest, each namespace at most MaxPerNamespace),
+// so no namespace decides whether another's networks are published; and a
+// namespace's NADs cost at most ChecksPerNamespace checks per build, their
+// answers remembered (Verdicts).
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math/big"
 	"net/netip"
-	"strings"
+	"sort"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
 	"github.com/nri-cni/nri-cni/cni"
 )
 
 // Device attributes (in the driver's domain: nri-cni.io/<name> in CEL).
+// Every device has every one of them, so a selector need not guard them.
 const (
-	AttrNetwork    = "network"    // "name" (a node network) or "namespace/name" (a NAD)
+	AttrNetwork    = "network"    // "name" (a node network) or "namespace/name" (a NAD); NetworkAttr when longer than 64 bytes
 	AttrSource     = "source"     // "node" or "nad"
-	AttrNamespace  = "namespace"  // a NAD's namespace
+	AttrNamespace  = "namespace"  // a NAD's namespace; "" for a node network
+	AttrShared     = "shared"     // true: claims of every namespace may get it (node networks, NADs of sharedNamespaces)
 	AttrType       = "type"       // the first plugin's type (the interface's maker)
-	AttrCNIVersion = "cniVersion" // the config's CNI version (a version attribute)
+	AttrCNIVersion = "cniVersion" // the config's CNI version (a version attribute); 0.0.0 when not a semantic version
 	SourceNode     = "node"
 	SourceNAD      = "nad"
+	// unknownVersion is the cniVersion of a config whose version is not
+	// a semantic version (the attribute must be one).
+	unknownVersion = "0.0.0"
 )
+
+// Why a network was left out (Skip.Class): the label of the
+// nri_cni_dra_unpublished metric.
+const (
+	SkipRefused        = "refused"         // refused already: the NAD policy, its config, an unknown node network
+	SkipAPILimits      = "api-limits"      // a device of it would break the API's limits
+	SkipDuplicate      = "duplicate"       // its device name or network attribute is another network's
+	SkipNamespaceShare = "namespace-share" // its namespace has kubernetes.dra.maxDevicesPerNamespace devices
+	SkipMaxDevices     = "max-devices"     // kubernetes.dra.maxDevices reached
+	SkipNoAddresses    = "no-addresses"    // its host-local ranges hold no address
+	SkipCannotAttach   = "cannot-attach"   // a check failed on this node
+	SkipPending        = "check-pending"   // not checked yet (ChecksPerNamespace)
+)
+
+// SkipClasses are every Skip.Class, sorted.
+var SkipClasses = []string{SkipAPILimits, SkipCannotAttach, SkipPending, SkipDuplicate, SkipMaxDevices,
+	SkipNamespaceShare, SkipNoAddresses, SkipRefused}
+
+// TenantFixable reports whether a skip of this class is the same on every
+// node and for the NAD's owner to act on (a Warning Event on the NAD): not
+// a node's failed check, not a refusal the NAD's pods are told about.
+func TenantFixable(class string) bool {
+	switch class {
+	case SkipAPILimits, SkipDuplicate, SkipNamespaceShare, SkipMaxDevices:
+		return true
+	}
+	return false
+}
+
+// DefaultChecksPerNamespace bounds the checks one namespace's NADs cost per
+// build when InventoryOptions.ChecksPerNamespace is 0.
+const DefaultChecksPerNamespace = 32
 
 // Candidate is a network the node might publish.
 type Candidate struct {
-	// Network is the device's network attribute: a config dir network's
-	// name, or a NetworkAttachmentDefinition's "namespace/name".
+	// Network is the network: a config dir network's name, or a
+	// NetworkAttachmentDefinition's "namespace/name".
 	Network string
 	// Namespace is the NAD's namespace ("" for a node network).
 	Namespace string
+	// Shared: a NAD of kubernetes.sharedNamespaces (claims of every
+	// namespace may get it; node networks always are).
+	Shared bool
 	// Net is what the device attaches (for a NAD with an empty
 	// spec.config, the config dir network of its name).
 	Net *cni.Network
@@ -50,7 +96,11 @@ type Candidate struct {
 // Skip is a candidate left out, and why.
 type Skip struct {
 	Network string
-	Reason  string
+	// Namespace is the NAD's ("" for a node network).
+	Namespace string
+	// Class is one of SkipClasses; Reason says it in words.
+	Class  string
+	Reason string
 }
 
 // InventoryOptions shape the devices.
@@ -58,122 +108,332 @@ type InventoryOptions struct {
 	// Multiple: one device per network that allows multiple allocations
 	// (KEP-5075); else Slots devices per network (fewer when its
 	// host-local ranges hold fewer addresses), one claim each.
-	Multiple   bool
-	Slots      int
-	MaxDevices int
+	Multiple bool
+	Slots    int
+	// MaxDevices bounds the devices; MaxPerNamespace (0: MaxDevices) the
+	// devices of one namespace's NADs.
+	MaxDevices      int
+	MaxPerNamespace int
+	// ChecksPerNamespace bounds the checks of one namespace's NADs per
+	// build (0: DefaultChecksPerNamespace); the rest keep their last answer
+	// or wait for a later build. Node networks are always checked.
+	ChecksPerNamespace int
+	// Seed (the node's name) orders namespaces that tie when the budget
+	// runs out, so that different nodes leave out different ones.
+	Seed string
+	// Verdicts, when set, remembers the NADs' check answers between builds.
+	Verdicts *Verdicts
 }
 
 // Inventory is what the node publishes.
 type Inventory struct {
+	// Devices: the node networks' in the candidates' order, then the
+	// NADs' by network.
 	Devices []resourceapi.Device
-	// Networks maps each device's name, and each network's base device
-	// name, to its network attribute.
+	// Networks maps each device's name, each network's base device name
+	// and its name before issue 28 (legacyDeviceName, for claims allocated
+	// before an upgrade) to the network.
 	Networks map[string]string
-	Skipped  []Skip
+	// DeviceNetwork maps each device to its network (Networks without the
+	// base and legacy names): what publishing groups devices by.
+	DeviceNetwork map[string]string
+	Skipped       []Skip
+}
+
+// prepared is a candidate with what its devices would be.
+type prepared struct {
+	c      Candidate
+	base   string // DeviceName
+	attrs  map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	n      int    // devices
+	skip   string // class, when left out before any budget
+	reason string
+}
+
+// nsQueue is one namespace's NADs, in network order, as the fair share
+// hands them out.
+type nsQueue struct {
+	ns      string
+	rank    uint64
+	items   []*prepared
+	next    int
+	devices int
+	checks  int
 }
 
 // BuildInventory turns the candidates that pass check (nil: the network
-// can attach here) into devices, in order, until MaxDevices.
+// can attach here) into devices: node networks first, in order, then the
+// NADs, fairly among their namespaces, within MaxDevices.
 func BuildInventory(cands []Candidate, check func(Candidate) error, o InventoryOptions) Inventory {
-	inv := Inventory{Networks: map[string]string{}}
+	b := &builder{o: o, check: check, inv: Inventory{Networks: map[string]string{}, DeviceNetwork: map[string]string{}}}
+	if b.o.MaxPerNamespace <= 0 || b.o.MaxPerNamespace > b.o.MaxDevices {
+		b.o.MaxPerNamespace = b.o.MaxDevices
+	}
+	if b.o.ChecksPerNamespace <= 0 {
+		b.o.ChecksPerNamespace = DefaultChecksPerNamespace
+	}
+	var node, nads []*prepared
 	for _, c := range cands {
-		if c.Err != nil {
-			inv.Skipped = append(inv.Skipped, Skip{Network: c.Network, Reason: c.Err.Error()})
-			continue
-		}
-		n := 1
-		if !o.Multiple {
-			n = min(o.Slots, PoolSize(c.Net))
-		}
-		// The bound first: a tenant's thousand NADs cost a count, not a
-		// thousand checks.
-		if len(inv.Devices)+n > o.MaxDevices {
-			inv.Skipped = append(inv.Skipped, Skip{Network: c.Network,
-				Reason: fmt.Sprintf("kubernetes.dra.maxDevices (%d) reached", o.MaxDevices)})
-			continue
-		}
-		if n == 0 {
-			inv.Skipped = append(inv.Skipped, Skip{Network: c.Network, Reason: "its host-local ranges hold no address"})
-			continue
-		}
-		if err := check(c); err != nil {
-			inv.Skipped = append(inv.Skipped, Skip{Network: c.Network, Reason: err.Error()})
-			continue
-		}
-		base := DeviceName(c.Network)
-		attrs := attributes(c)
-		// The base name resolves too: a slot of it allocated before a
-		// switch to multiple allocations, or the reverse.
-		inv.Networks[base] = c.Network
-		for i := range n {
-			d := resourceapi.Device{Name: base, Attributes: attrs}
-			if o.Multiple {
-				d.AllowMultipleAllocations = ptr.To(true)
-			} else {
-				d.Name = fmt.Sprintf("%s-%d", base, i)
-			}
-			inv.Devices = append(inv.Devices, d)
-			inv.Networks[d.Name] = c.Network
+		p := b.prepare(c)
+		if c.Namespace == "" {
+			node = append(node, p)
+		} else {
+			nads = append(nads, p)
 		}
 	}
-	return inv
+	sort.SliceStable(nads, func(i, j int) bool { return nads[i].c.Network < nads[j].c.Network })
+	// Duplicates in a fixed order (node networks, then NADs by name), so
+	// every node keeps the same one of two, whatever the budget does.
+	b.dedupe(append(append([]*prepared(nil), node...), nads...))
+	var accepted []*prepared
+	for _, p := range node {
+		if b.consider(p, nil) {
+			accepted = append(accepted, p)
+		}
+	}
+	accepted = append(accepted, b.fair(nads)...)
+	if b.o.Verdicts != nil {
+		b.o.Verdicts.sweep(b.seen)
+	}
+	b.emit(accepted)
+	return b.inv
+}
+
+type builder struct {
+	o     InventoryOptions
+	check func(Candidate) error
+	inv   Inventory
+	total int
+	seen  map[string]bool // verdict keys used
+}
+
+func (b *builder) skip(p *prepared, class, reason string) {
+	b.inv.Skipped = append(b.inv.Skipped, Skip{Network: p.c.Network, Namespace: p.c.Namespace, Class: class, Reason: reason})
+}
+
+// prepare computes a candidate's devices and what keeps them out before
+// any budget: a refusal, the API's limits, an empty address pool.
+func (b *builder) prepare(c Candidate) *prepared {
+	p := &prepared{c: c}
+	if c.Err != nil {
+		p.skip, p.reason = SkipRefused, c.Err.Error()
+		return p
+	}
+	p.n = 1
+	if !b.o.Multiple {
+		p.n = min(b.o.Slots, PoolSize(c.Net), maxSliceDevices)
+	}
+	if p.n <= 0 {
+		p.skip, p.reason = SkipNoAddresses, "its host-local ranges hold no address"
+		return p
+	}
+	p.base, p.attrs = DeviceName(c.Network), attributes(c)
+	last := resourceapi.Device{Name: p.base, Attributes: p.attrs}
+	if !b.o.Multiple {
+		last.Name = fmt.Sprintf("%s-%d", p.base, p.n-1)
+	}
+	if err := validDevice(last); err != nil {
+		p.skip, p.reason = SkipAPILimits, "cannot be a DRA device: "+err.Error()
+	}
+	return p
+}
+
+// dedupe leaves out the later of two networks with one device name or one
+// network attribute (a hash collision, or two names NetworkAttr shortens
+// alike): the API server would refuse the slice, or a selector could not
+// tell them apart.
+func (b *builder) dedupe(all []*prepared) {
+	names, attrs := map[string]string{}, map[string]string{}
+	for _, p := range all {
+		if p.skip != "" {
+			continue
+		}
+		attr := *p.attrs[AttrNetwork].StringValue
+		if other, ok := names[p.base]; ok {
+			p.skip, p.reason = SkipDuplicate, fmt.Sprintf("its device name %s is that of network %s, which is published instead", p.base, other)
+			continue
+		}
+		if other, ok := attrs[attr]; ok {
+			p.skip, p.reason = SkipDuplicate, fmt.Sprintf("its network attribute %q is that of network %s, which is published instead", attr, other)
+			continue
+		}
+		names[p.base], attrs[attr] = p.c.Network, p.c.Network
+	}
+}
+
+// fair hands the budget to the NADs' namespaces: the next network always
+// goes to the namespace with the fewest devices so far (ties: by rank),
+// each in network order, at most MaxPerNamespace each.
+func (b *builder) fair(nads []*prepared) []*prepared {
+	byNS := map[string]*nsQueue{}
+	var queues []*nsQueue
+	for _, p := range nads {
+		q := byNS[p.c.Namespace]
+		if q == nil {
+			h := fnv.New64a()
+			_, _ = h.Write([]byte(b.o.Seed + "/" + p.c.Namespace))
+			q = &nsQueue{ns: p.c.Namespace, rank: h.Sum64()}
+			byNS[p.c.Namespace] = q
+			queues = append(queues, q)
+		}
+		q.items = append(q.items, p)
+	}
+	var accepted []*prepared
+	for len(queues) > 0 {
+		// The namespace with the fewest devices; namespaces are few
+		// next to their NADs, so a scan is enough.
+		best := 0
+		for i, q := range queues[1:] {
+			if q.devices < queues[best].devices || q.devices == queues[best].devices &&
+				(q.rank < queues[best].rank || q.rank == queues[best].rank && q.ns < queues[best].ns) {
+				best = i + 1
+			}
+		}
+		q := queues[best]
+		p := q.items[q.next]
+		q.next++
+		if b.consider(p, q) {
+			accepted = append(accepted, p)
+		}
+		if q.next == len(q.items) {
+			queues = append(queues[:best], queues[best+1:]...)
+		}
+	}
+	return accepted
+}
+
+// consider decides one network (q: its namespace's queue, nil for a node
+// network): true when it is published.
+func (b *builder) consider(p *prepared, q *nsQueue) bool {
+	if p.skip != "" {
+		b.skip(p, p.skip, p.reason)
+		return false
+	}
+	// The bounds first: a tenant's thousand NADs cost a count, not a
+	// thousand checks.
+	if q != nil && q.devices+p.n > b.o.MaxPerNamespace {
+		b.skip(p, SkipNamespaceShare, fmt.Sprintf("namespace %s has its share of this node's devices: "+
+			"kubernetes.dra.maxDevicesPerNamespace (%d)", p.c.Namespace, b.o.MaxPerNamespace))
+		return false
+	}
+	if b.total+p.n > b.o.MaxDevices {
+		b.skip(p, SkipMaxDevices, fmt.Sprintf("kubernetes.dra.maxDevices (%d) reached", b.o.MaxDevices))
+		return false
+	}
+	if err, ok := b.verdict(p, q); !ok {
+		b.skip(p, SkipPending, fmt.Sprintf("not checked yet: a namespace's NADs get at most %d checks per refresh", b.o.ChecksPerNamespace))
+		return false
+	} else if err != nil {
+		b.skip(p, SkipCannotAttach, err.Error())
+		return false
+	}
+	b.total += p.n
+	if q != nil {
+		q.devices += p.n
+	}
+	return true
+}
+
+// verdict is check's answer for p: asked now (a node network always; a
+// NAD within its namespace's checks and when Verdicts has no fresh one),
+// or remembered; ok false when there is none yet.
+func (b *builder) verdict(p *prepared, q *nsQueue) (err error, ok bool) {
+	if q == nil {
+		return b.check(p.c), true
+	}
+	v := b.o.Verdicts
+	key := ""
+	if v != nil {
+		key = v.key(p.c)
+		if b.seen == nil {
+			b.seen = map[string]bool{}
+		}
+		b.seen[key] = true
+		last, known, fresh := v.lookup(key)
+		if fresh || known && q.checks >= b.o.ChecksPerNamespace {
+			return last, true
+		}
+	}
+	if q.checks >= b.o.ChecksPerNamespace {
+		return nil, false
+	}
+	q.checks++
+	err = b.check(p.c)
+	if v != nil {
+		v.store(key, err)
+	}
+	return err, true
+}
+
+// emit writes the accepted networks' devices (node networks, then NADs by
+// network) and the names they resolve by.
+func (b *builder) emit(accepted []*prepared) {
+	sort.SliceStable(accepted, func(i, j int) bool {
+		ni, nj := accepted[i].c.Namespace == "", accepted[j].c.Namespace == ""
+		if ni || nj {
+			return ni && !nj // node networks first, in their order
+		}
+		return accepted[i].c.Network < accepted[j].c.Network
+	})
+	for _, p := range accepted {
+		// The base name resolves too: a slot of it allocated before a
+		// switch to multiple allocations, or the reverse.
+		b.inv.Networks[p.base] = p.c.Network
+		for i := range p.n {
+			d := resourceapi.Device{Name: p.base, Attributes: p.attrs}
+			if b.o.Multiple {
+				d.AllowMultipleAllocations = ptr.To(true)
+			} else {
+				d.Name = fmt.Sprintf("%s-%d", p.base, i)
+			}
+			b.inv.Devices = append(b.inv.Devices, d)
+			b.inv.Networks[d.Name] = p.c.Network
+			b.inv.DeviceNetwork[d.Name] = p.c.Network
+		}
+	}
+	// Names of before issue 28, for claims allocated before an upgrade:
+	// only where unambiguous.
+	legacy := map[string]string{}
+	for _, p := range accepted {
+		name := legacyDeviceName(p.c.Network)
+		if _, taken := b.inv.Networks[name]; taken {
+			continue
+		}
+		if other, dup := legacy[name]; dup && other != p.c.Network {
+			legacy[name] = ""
+			continue
+		}
+		legacy[name] = p.c.Network
+	}
+	for name, network := range legacy {
+		if network != "" {
+			b.inv.Networks[name] = network
+		}
+	}
 }
 
 func attributes(c Candidate) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrNetwork: {StringValue: ptr.To(c.Network)},
-		AttrSource:  {StringValue: ptr.To(SourceNode)},
-	}
+	source, typ, version := SourceNode, "", unknownVersion
 	if c.Namespace != "" {
-		a[AttrSource] = resourceapi.DeviceAttribute{StringValue: ptr.To(SourceNAD)}
-		a[AttrNamespace] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.Namespace)}
+		source = SourceNAD
 	}
-	if l := c.Net.List; l != nil {
+	if c.Net != nil && c.Net.List != nil {
+		l := c.Net.List
 		if len(l.Plugins) > 0 {
-			a[AttrType] = resourceapi.DeviceAttribute{StringValue: ptr.To(l.Plugins[0].Network.Type)}
+			typ = l.Plugins[0].Network.Type
 		}
-		if _, err := version.ParseSemantic(l.CNIVersion); err == nil {
-			a[AttrCNIVersion] = resourceapi.DeviceAttribute{VersionValue: ptr.To(l.CNIVersion)}
+		if len(l.CNIVersion) <= maxAttrValueLen && semverRe.MatchString(l.CNIVersion) {
+			version = l.CNIVersion
 		}
 	}
-	return a
-}
-
-// maxBaseLen leaves room for a slot suffix ("-127") in a device name (a
-// DNS label: at most 63 characters).
-const maxBaseLen = 63 - 4
-
-// DeviceName is the stable device name of a network: a readable prefix
-// ("net-<name>" or "nad-<namespace>-<name>", lower-cased, other characters
-// as '-') and 8 hex characters of the network attribute's SHA-256, so two
-// networks never share one. The same network keeps its name across
-// restarts, so allocations stay valid.
-func DeviceName(network string) string {
-	sum := sha256.Sum256([]byte(network))
-	suffix := "-" + hex.EncodeToString(sum[:4])
-	prefix := "net-"
-	if strings.Contains(network, "/") {
-		prefix = "nad-"
+	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrNetwork:    {StringValue: ptr.To(NetworkAttr(c.Network))},
+		AttrSource:     {StringValue: ptr.To(source)},
+		AttrNamespace:  {StringValue: ptr.To(c.Namespace)},
+		AttrShared:     {BoolValue: ptr.To(c.Namespace == "" || c.Shared)},
+		AttrType:       {StringValue: ptr.To(typ)},
+		AttrCNIVersion: {VersionValue: ptr.To(version)},
 	}
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(network) {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
-		if !ok {
-			if !dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = true
-			continue
-		}
-		b.WriteRune(r)
-		dash = false
-	}
-	body := strings.Trim(b.String(), "-")
-	if max := maxBaseLen - len(prefix) - len(suffix); len(body) > max {
-		body = strings.Trim(body[:max], "-")
-	}
-	return prefix + body + suffix
 }
 
 // unknownPool is the pool size of IPAM nri-cni cannot size (not

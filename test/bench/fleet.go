@@ -26,9 +26,10 @@ import (
 // (e.g. "50,100,200") overrides the sizes.
 func benchFleet(ctx context.Context, e *env, rep *report, quick bool) (err error) {
 	o := fleet.Options{Sizes: []int{50, 100, 200}, ChurnPerNode: 3, StandingPerNode: 10, NADs: 10, Parallel: 16,
-		Idle: 20 * time.Second, Multus: true, Logf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }}
+		Idle: 20 * time.Second, Multus: true, Logf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) },
+		NADChurn: time.Minute, NADChurnRate: 2, NADChurnUnbounded: true}
 	if quick {
-		o.Sizes, o.ChurnPerNode, o.StandingPerNode, o.Idle = []int{5, 10}, 2, 3, 5*time.Second
+		o.Sizes, o.ChurnPerNode, o.StandingPerNode, o.Idle, o.NADChurn = []int{5, 10}, 2, 3, 5*time.Second, 20*time.Second
 	}
 	if v := os.Getenv("FLEET_SIZES"); v != "" {
 		if o.Sizes, err = parseSizes(v); err != nil {

@@ -49,6 +49,8 @@ func fleetRows(rep *report, r *fleet.Result) {
 			fmt.Sprintf("every node publishes it as a device; %.1f KiB received per node; API server %.0f ms CPU for the change",
 				float64(a.Agent.Sum(nil).Bytes)/n/1024, a.API.CPUSeconds*1000))
 	}
+	nadChurnRows(add, check, r.NADChurn, true)
+	nadChurnRows(add, check, r.NADChurnUnbounded, false)
 	if st := r.StormListWatch; st.Agents > 0 {
 		stormRows(add, check, fmt.Sprintf("%d nodes: restart at once, WatchListClient off: ", st.Agents), st, false)
 	}
@@ -107,3 +109,32 @@ func stormRows(add func(string, float64, string, string), check func(string, flo
 }
 
 func writes(x fleet.Snapshot) float64 { return float64(x.Sum(fleet.IsWrite).Requests) }
+
+// nadChurnRows: a NAD churn loop, per node: the ResourceSlice writes (with
+// nri-cni's limits checked against its publish bucket: a burst of 3, then
+// one per 20 s) and the CPU of the agents' process.
+func nadChurnRows(add func(string, float64, string, string), check func(string, float64, string, float64, string, string),
+	c fleet.NADChurnResult, bounded bool) {
+	if c.Agents == 0 {
+		return
+	}
+	n := float64(c.Agents)
+	limits := "nri-cni's limits"
+	if c.Limits != "" {
+		limits = c.Limits
+	}
+	p := fmt.Sprintf("%d nodes: NAD churn (%d changes in %.0f s, %s): ", c.Agents, c.Changes, c.Seconds, limits)
+	writes := float64(c.Agent.Sum(func(k fleet.Key) bool { return k.Resource == "resourceslices" && fleet.IsWrite(k) }).Requests) / n
+	perMin := 60 / c.Window
+	note := fmt.Sprintf("%.1f per node per minute over the %.0f-s window; %.1f publishes and %.1f inventories built per node; "+
+		"every request per node: %s", writes*perMin, c.Window, float64(c.Publishes)/n, float64(c.Refreshes)/n, byVerb(c.Agent, n))
+	if bounded {
+		limit := 3 + c.Window/20
+		check(p+"ResourceSlice writes per node", writes, "", limit, fmt.Sprintf("<= %.1f (3 + 1 per 20 s)", limit), note)
+	} else {
+		add(p+"ResourceSlice writes per node", writes, "", note)
+	}
+	add(p+"CPU per node", c.SelfCPUSeconds/n*1000, "ms",
+		fmt.Sprintf("%.0f ms per node per minute; the process simulating every agent (NAD watch, DRA driver) over %d agents; API server %.2f s CPU",
+			c.SelfCPUSeconds/n*1000*perMin, c.Agents, c.API.CPUSeconds))
+}

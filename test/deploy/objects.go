@@ -44,6 +44,12 @@ type Objects struct {
 	SlicePolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
 	ClaimPolicy        admissionv1.ValidatingAdmissionPolicy
 	ClaimPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	// ClassPolicy, its binding and its parameters (ClassPolicySuffix,
+	// dra-class-policy.yaml): which DeviceClasses a namespace's claims may
+	// use.
+	ClassPolicy        admissionv1.ValidatingAdmissionPolicy
+	ClassPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	ClassParams        corev1.ConfigMap
 	// RequiredPolicy and its binding: the MutatingAdmissionPolicy that makes
 	// pods asking for networks require the nri-cni NRI plugin
 	// (required-plugins-policy.yaml). Decoded into the v1 types whatever
@@ -51,9 +57,20 @@ type Objects struct {
 	// the same fields); APIVersion says which.
 	RequiredPolicy        admissionv1.MutatingAdmissionPolicy
 	RequiredPolicyBinding admissionv1.MutatingAdmissionPolicyBinding
+	// ClaimNamespacePolicy and its binding (ClaimNamespacesSuffix,
+	// dra-claim-policy.yaml): the MutatingAdmissionPolicy keeping a claim to
+	// its namespace's nri-cni.io devices. Decoded when present, not required
+	// (not one of Kinds: rendered only with the DRA driver and where the
+	// cluster serves MutatingAdmissionPolicy).
+	ClaimNamespacePolicy        admissionv1.MutatingAdmissionPolicy
+	ClaimNamespacePolicyBinding admissionv1.MutatingAdmissionPolicyBinding
 
 	seen map[string]bool // slots decoded
 }
+
+// ClaimNamespacesSuffix names the claim namespace policy
+// (nri-cni-dra-claim-namespaces) and its binding.
+const ClaimNamespacesSuffix = "dra-claim-namespaces"
 
 // Suffixes of the names of admission policies and their bindings other than
 // the pod policy (nri-cni-network-status): the NAD policy
@@ -64,13 +81,22 @@ const (
 	NADPolicySuffix   = "nad-policy"
 	SlicePolicySuffix = "dra-slices"
 	ClaimPolicySuffix = "dra-claim-status"
+	// ClassPolicySuffix: the DeviceClass policy (nri-cni-dra-classes), its
+	// binding and its ConfigMap.
+	ClassPolicySuffix = "dra-classes"
 )
 
 // slot is where a document of kind and name goes: the kind, except for the
 // admission policies and bindings named with one of the suffixes.
 func slot(kind, name string) string {
+	if (kind == "MutatingAdmissionPolicy" || kind == "MutatingAdmissionPolicyBinding") && strings.HasSuffix(name, "-"+ClaimNamespacesSuffix) {
+		return kind + "/" + ClaimNamespacesSuffix
+	}
+	if kind == "ConfigMap" && strings.HasSuffix(name, "-"+ClassPolicySuffix) {
+		return kind + "/" + ClassPolicySuffix
+	}
 	if kind == "ValidatingAdmissionPolicy" || kind == "ValidatingAdmissionPolicyBinding" {
-		for _, suffix := range []string{NADPolicySuffix, SlicePolicySuffix, ClaimPolicySuffix} {
+		for _, suffix := range []string{NADPolicySuffix, SlicePolicySuffix, ClaimPolicySuffix, ClassPolicySuffix} {
 			if strings.HasSuffix(name, "-"+suffix) {
 				return kind + "/" + suffix
 			}
@@ -103,6 +129,9 @@ func (o *Objects) targets() map[string]any {
 		"ValidatingAdmissionPolicyBinding/" + SlicePolicySuffix: &o.SlicePolicyBinding,
 		"ValidatingAdmissionPolicy/" + ClaimPolicySuffix:        &o.ClaimPolicy,
 		"ValidatingAdmissionPolicyBinding/" + ClaimPolicySuffix: &o.ClaimPolicyBinding,
+		"ValidatingAdmissionPolicy/" + ClassPolicySuffix:        &o.ClassPolicy,
+		"ValidatingAdmissionPolicyBinding/" + ClassPolicySuffix: &o.ClassPolicyBinding,
+		"ConfigMap/" + ClassPolicySuffix:                        &o.ClassParams,
 		"MutatingAdmissionPolicy":                               &o.RequiredPolicy,
 		"MutatingAdmissionPolicyBinding":                        &o.RequiredPolicyBinding,
 	}
@@ -117,6 +146,8 @@ func (o *Objects) Decode(source string, data []byte) error {
 		o.seen = map[string]bool{}
 	}
 	targets := o.targets()
+	targets["MutatingAdmissionPolicy/"+ClaimNamespacesSuffix] = &o.ClaimNamespacePolicy
+	targets["MutatingAdmissionPolicyBinding/"+ClaimNamespacesSuffix] = &o.ClaimNamespacePolicyBinding
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 0; ; i++ {
 		doc, err := r.Read()

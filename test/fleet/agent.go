@@ -76,9 +76,11 @@ func agentConfig(base config.Config, n *Node) (config.Config, error) {
 
 // StartAgent starts n's nri-cni with its node-bound token, as a new
 // process would: a connection of its own, empty caches, its records read
-// from n's state dir. It returns once the DRA driver published (or
+// from n's state dir; its DRA driver publishes within limits (zero: the
+// defaults). It returns once the DRA driver published (or
 // failed); Ready says when the rest has synced.
-func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Config, log *logrus.Entry) (_ *Agent, err error) {
+func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Config, limits dra.PublishLimits,
+	log *logrus.Entry) (_ *Agent, err error) {
 	a := &Agent{Node: n, Counter: NewCounter(), Started: time.Now(), synced: make(chan struct{})}
 	ctx, a.cancel = context.WithCancel(ctx)
 	defer func() {
@@ -133,7 +135,7 @@ func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Co
 	// the no-op chain has every plugin, the simulated node no interface.
 	if cfg.Kubernetes.DRAOn() {
 		a.Driver, err = kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: a.Mode, Claims: claims,
-			Manager: mgr, Log: log.WithField("component", "dra"), PublishOnly: true,
+			Manager: mgr, Log: log.WithField("component", "dra"), PublishOnly: true, Publishing: limits,
 			FindPlugin: func(string) error { return nil },
 			LinkExists: func(name string) error { return fmt.Errorf("link %s: %w", name, os.ErrNotExist) }})
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/test/cluster"
 )
 
@@ -26,9 +28,14 @@ type Fleet struct {
 	admin kubernetes.Interface // the workload's client: creates and deletes pods, edits NADs
 	nads  int
 
-	mu    sync.Mutex // guards nodes
+	mu    sync.Mutex // guards nodes, dep.config, publishing, limitsName
 	nodes []*Node
 	seq   int
+	// publishing: the DRA drivers' limits of agents started from now on
+	// (SetPublishing), named limitsName; churnSeq: the NAD churn's next.
+	publishing dra.PublishLimits
+	limitsName string
+	churnSeq   int
 }
 
 // New prepares the cluster for a fleet (deploy/base, deploy/hotplug, the
@@ -100,7 +107,10 @@ func (f *Fleet) StartAgents(ctx context.Context, nodes []*Node, parallel int) er
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			a, err := StartAgent(ctx, n, f.c.RESTConfig, f.dep.config, f.log)
+			f.mu.Lock()
+			cfg, limits := f.dep.config, f.publishing
+			f.mu.Unlock()
+			a, err := StartAgent(ctx, n, f.c.RESTConfig, cfg, limits, f.log)
 			if err != nil {
 				errs[i] = err
 				return
@@ -195,4 +205,20 @@ func (f *Fleet) podName(n *Node, kind string) string {
 	defer f.mu.Unlock()
 	f.seq++
 	return fmt.Sprintf("%s-%s-%d", kind, strings.TrimPrefix(n.Name, "fleet-"), f.seq)
+}
+
+// Configure edits the nri.conf that agents started from now on get
+// (deploy/base's, as prepared): a test's narrower limits.
+func (f *Fleet) Configure(edit func(*config.Config)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cfg := f.dep.config
+	k := *cfg.Kubernetes
+	if k.DRA != nil {
+		d := *k.DRA
+		k.DRA = &d
+	}
+	cfg.Kubernetes = &k
+	edit(&cfg)
+	f.dep.config = cfg
 }

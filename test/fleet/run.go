@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/test/cluster"
 )
 
@@ -27,6 +28,14 @@ type Options struct {
 	Idle time.Duration
 	// Multus: also run the Multus pattern at each size.
 	Multus bool
+	// NADChurn: a NAD churn loop this long at the largest size, NADChurnRate
+	// NADs created a second (each also deleting an older one), then
+	// NADChurnSettle for what it put off; with NADChurnUnbounded, again with
+	// the publishing of before issue 28 (Unbounded). 0: none.
+	NADChurn          time.Duration
+	NADChurnRate      float64
+	NADChurnSettle    time.Duration
+	NADChurnUnbounded bool
 	// Logf, when set, hears the phases.
 	Logf func(format string, args ...any)
 }
@@ -66,9 +75,12 @@ type Result struct {
 	// StormListWatch: the restart storm at the largest size with
 	// client-go's WatchListClient off (LIST, then WATCH).
 	StormListWatch StormResult
-	Bare           ChurnResult
-	Multus         []MultusSize
-	Options        Options
+	// NADChurn: the churn loop with nri-cni's publishing limits;
+	// NADChurnUnbounded with those of before issue 28.
+	NADChurn, NADChurnUnbounded NADChurnResult
+	Bare                        ChurnResult
+	Multus                      []MultusSize
+	Options                     Options
 }
 
 // Run measures a fleet on c (its own objects; the caller closes c). Logs of
@@ -124,6 +136,9 @@ func Run(ctx context.Context, c *cluster.Cluster, dir string, o Options, log *lo
 		return res, err
 	}
 	logf("fleet: NAD added, every node republished in %.1fs", res.NADAdd.Seconds)
+	if err := f.nadChurns(ctx, o, res, logf); err != nil {
+		return res, err
+	}
 	restore := WatchList(false)
 	res.StormListWatch, err = f.RestartAll(ctx)
 	restore()
@@ -182,4 +197,45 @@ func (f *Fleet) idle(ctx context.Context, d time.Duration, counts func() Snapsho
 	}
 	c1 := counts()
 	return Window(a0, a1), c1.OpenWatches, c1.Sub(c0), nil
+}
+
+// nadChurns runs the NAD churn loop (o.NADChurn), with nri-cni's limits and,
+// with o.NADChurnUnbounded, with those of before issue 28 (the agents
+// restarted for it; agents started later get the defaults).
+func (f *Fleet) nadChurns(ctx context.Context, o Options, res *Result, logf func(string, ...any)) (err error) {
+	if o.NADChurn <= 0 {
+		return nil
+	}
+	rate := o.NADChurnRate
+	if rate <= 0 {
+		rate = 2
+	}
+	settle := o.NADChurnSettle
+	if settle <= 0 {
+		settle = 25 * time.Second
+	}
+	if res.NADChurn, err = f.NADChurn(ctx, o.NADChurn, rate, settle); err != nil {
+		return err
+	}
+	logf("fleet: NAD churn, %d changes: %d publishes, %d refreshes on %d nodes", res.NADChurn.Changes,
+		res.NADChurn.Publishes, res.NADChurn.Refreshes, res.NADChurn.Agents)
+	if !o.NADChurnUnbounded {
+		return nil
+	}
+	restart := func() error {
+		f.StopAgents()
+		return f.StartAgents(ctx, f.Nodes(), o.Parallel)
+	}
+	f.SetPublishing("publishing as before issue 28", Unbounded)
+	// The next restart (the storm that follows) starts them with the
+	// defaults again.
+	defer f.SetPublishing("", dra.PublishLimits{})
+	if err := restart(); err != nil {
+		return err
+	}
+	if res.NADChurnUnbounded, err = f.NADChurn(ctx, o.NADChurn, rate, settle); err != nil {
+		return err
+	}
+	logf("fleet: NAD churn, unbounded: %d publishes, %d refreshes", res.NADChurnUnbounded.Publishes, res.NADChurnUnbounded.Refreshes)
+	return nil
 }

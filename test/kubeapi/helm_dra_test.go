@@ -17,6 +17,8 @@ import (
 var draPolicySlots = []string{
 	"ValidatingAdmissionPolicy/" + deploy.SlicePolicySuffix, "ValidatingAdmissionPolicyBinding/" + deploy.SlicePolicySuffix,
 	"ValidatingAdmissionPolicy/" + deploy.ClaimPolicySuffix, "ValidatingAdmissionPolicyBinding/" + deploy.ClaimPolicySuffix,
+	"ValidatingAdmissionPolicy/" + deploy.ClassPolicySuffix, "ValidatingAdmissionPolicyBinding/" + deploy.ClassPolicySuffix,
+	"ConfigMap/" + deploy.ClassPolicySuffix,
 }
 
 // kubeletMounts are the DaemonSet's mounts of the kubelet's plugin dirs

@@ -256,8 +256,9 @@ tolerations: []
 		o.Policy.Spec.MatchConditions[0].Expression, "the policy follows the release's namespace")
 	assert.Equal(t, "net-system", o.ClusterRoleBinding.Subjects[0].Namespace)
 
-	off := h.template(ctx, t, "kube-system", "--set", "daemonSet.enabled=false,policy.enabled=false")
-	assert.ElementsMatch(t, append([]string{"DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+	// With DRA on, policy.enabled=false is refused (helm_gates_test.go).
+	off := h.template(ctx, t, "kube-system", "--set", "daemonSet.enabled=false,policy.enabled=false,kubernetes.dra.enabled=false")
+	assert.ElementsMatch(t, append([]string{"DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DeviceClass"},
 		draPolicySlots...), off.Missing(), "policy.enabled=false: none of the ServiceAccount's policies")
 	noKube := h.template(ctx, t, "kube-system", "--set", "kubernetes.enabled=false")
 	assert.ElementsMatch(t, append([]string{"ValidatingAdmissionPolicy/" + deploy.NADPolicySuffix,
