@@ -55,9 +55,9 @@ func ctrCmd(ctx context.Context, ns string, args ...string) *exec.Cmd {
 
 func TestDeployImage(t *testing.T) {
 	testenv.RequireRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	img := deployImage(t) // built first: under load the build alone can take minutes
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img := deployImage(t)
 	const ns = "nri-cni-e2e"
 	t.Cleanup(func() {
 		out, _ := ctrCmd(context.Background(), ns, "images", "ls", "-q").Output()
