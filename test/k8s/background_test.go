@@ -75,16 +75,29 @@ func TestAttachFailureHoldsTheContainers(t *testing.T) {
 	assert.Empty(t, n.ipFiles(id), "no address held for it")
 	p, err := f.k.CoreV1().Pods("default").Get(f.ctx, second.Name, metav1.GetOptions{})
 	require.NoError(t, err)
+	startFailed := false
 	for _, cs := range p.Status.ContainerStatuses {
 		assert.Nil(t, cs.State.Running, "container %s never ran without its network", cs.Name)
+		assert.False(t, cs.Ready, "container %s not ready", cs.Name)
 		if term := cs.LastTerminationState.Terminated; term != nil {
+			startFailed = true
 			assert.Equal(t, "StartError", term.Reason, "container %s never ran: only its start failed (the await hook)", cs.Name)
 			assert.Contains(t, term.Message, name, "the hook's message names the network")
 		} else {
 			assert.Zero(t, cs.RestartCount)
 		}
 	}
-	assert.NotEqual(t, corev1.PodRunning, p.Status.Phase)
+	// A container whose start failed once counts as a stopped one to
+	// restart, and the kubelet calls a pod of such containers (restartPolicy
+	// Always) Running; otherwise the pod is still Pending. Ready it never is.
+	if !startFailed {
+		assert.NotEqual(t, corev1.PodRunning, p.Status.Phase)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			assert.Equal(t, corev1.ConditionFalse, c.Status, "the held pod is not Ready")
+		}
+	}
 
 	f.deletePod("default", first.Name)
 	p2 := f.waitReady("default", second.Name)
