@@ -35,6 +35,7 @@ func (m *Manager) DetachWithin(ctx context.Context, sb Sandbox, final bool, lock
 	// A background attach still running is cancelled and waited for (its
 	// rollback included): a sandbox stopped first is never attached after.
 	m.bg.cancel(ctx, sb.ID)
+	defer m.checks.teardown(sb.ID)() // a drift CHECK only reports: it yields
 	release, err := m.locks.sandbox(ctx, sb.ID, lockWait, m.margin)
 	if err != nil {
 		m.retries.failed(sb, final, time.Now())

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -201,10 +202,16 @@ type CheckObserver interface {
 // Check CHECKs every attached network of id's record once (CNI CHECK with
 // the config libcni cached at its ADD), under its lock; a failure is
 // logged, observed and reported as drift. busy: the sandbox was held.
+//
+// A teardown of the sandbox cancels it (runningChecks): CHECK only reports,
+// and a Stop waiting behind it would miss the runtime's deadline and DEL
+// later, without the netns, when bridge no longer removes its ipMasq rules.
 func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, busy bool) {
+	ctx, done := m.checks.start(ctx, id)
+	defer done()
 	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
 	if err != nil {
-		return 0, 0, true
+		return 0, 0, ctx.Err() == nil
 	}
 	defer release()
 	rec, err := m.store.Get(id) // as it is now, under the lock
@@ -223,6 +230,9 @@ func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, bu
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.CNITimeout.D())
 		err := m.cni.engine.Check(cctx, n.Name, cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath})
 		cancel()
+		if ctx.Err() != nil {
+			break // cancelled (a teardown of the sandbox): nothing to report
+		}
 		checked++
 		if err == nil || errors.Is(err, cni.ErrNoCachedConfig) {
 			continue
@@ -288,5 +298,61 @@ func (m *Manager) StatusWritten(pn PodNetworks) {
 	rec.StatusDigest = d
 	if err := m.store.Put(rec); err != nil {
 		m.log.WithError(err).WithField("sandbox", pn.SandboxID).Warn("recording the written network-status failed; a resync writes it again")
+	}
+}
+
+// runningChecks are the drift CHECKs in flight, by sandbox id: a teardown
+// cancels its sandbox's, and none starts while one runs, so that its wait
+// for the sandbox's lock ends at once instead of at the runtime's deadline.
+type runningChecks struct {
+	mu      sync.Mutex // guards m and tearing
+	m       map[string]*runningCheck
+	tearing map[string]int // teardowns of the sandbox waiting or running
+}
+
+type runningCheck struct{ cancel context.CancelFunc }
+
+// start registers a CHECK of id (cancelled at once while id is torn down);
+// done unregisters it.
+func (r *runningChecks) start(ctx context.Context, id string) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &runningCheck{cancel: cancel}
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[string]*runningCheck{}
+	}
+	r.m[id] = c
+	if r.tearing[id] > 0 {
+		cancel()
+	}
+	r.mu.Unlock()
+	return ctx, func() {
+		r.mu.Lock()
+		if r.m[id] == c {
+			delete(r.m, id)
+		}
+		r.mu.Unlock()
+		cancel()
+	}
+}
+
+// teardown cancels id's CHECK, if one runs, and keeps new ones from
+// running until done.
+func (r *runningChecks) teardown(id string) (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tearing == nil {
+		r.tearing = map[string]int{}
+	}
+	r.tearing[id]++
+	if c := r.m[id]; c != nil {
+		c.cancel()
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.tearing[id]--; r.tearing[id] <= 0 {
+			delete(r.tearing, id)
+		}
 	}
 }

@@ -17,8 +17,11 @@ package attach
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -116,6 +119,8 @@ type Manager struct {
 	onNetns func(path string)
 	// bg: the background attaches in flight (backgroundAttach).
 	bg *Background
+	// checks: the drift CHECKs in flight, which a teardown cancels.
+	checks runningChecks
 }
 
 // New wires a Manager.
@@ -145,6 +150,16 @@ func New(cfg config.Config, d Deps) *Manager {
 // plugin binaries unless noValidate). skipped names each invalid config
 // file. d's Engine, Netns and Store are set here.
 func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (mgr *Manager, skipped []error, err error) {
+	if cni.PluginRootOn(cfg.PluginRoot) {
+		// Every plugin would fail to start: say why once, at start.
+		fi, err := os.Stat(cfg.PluginRoot)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("pluginRoot (where the host's / is mounted): %w", err)
+		}
+	}
 	if d.Store, err = state.Open(cfg.StateDir); err != nil {
 		return nil, nil, err
 	}
@@ -153,7 +168,8 @@ func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (mgr
 		return nil, nil, err
 	}
 	d.Netns = resolver
-	d.Engine = cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate})
+	d.Engine = cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate,
+		PluginRoot: cfg.PluginRoot})
 	if skipped, err = d.Engine.Reload(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -222,7 +238,7 @@ func (m *Manager) pod(sb Sandbox) plan.Pod {
 
 // recorded is the record entry of a planned attachment.
 func recorded(a plan.Attachment) state.Network {
-	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim}
+	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim, Default: a.Default}
 }
 
 func (m *Manager) noteNetns(path string) {

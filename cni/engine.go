@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/containernetworking/cni/libcni"
@@ -33,6 +34,10 @@ type Options struct {
 	CacheDir string
 	// Exec runs plugins; nil means the real exec (tests inject fakes).
 	Exec invoke.Exec
+	// PluginRoot (nri.conf pluginRoot): the real exec runs every plugin
+	// chrooted into it, and BinDirs are paths inside it (pluginroot.go).
+	// "" or "/": plugins run in nri-cni's own root. Not applied to Exec.
+	PluginRoot string
 	// NoValidate loads configs without asking each plugin binary for its
 	// versions (one exec per plugin): for one-shot commands such as the OCI
 	// hook, where a missing plugin still fails the ADD with a clear error.
@@ -43,6 +48,7 @@ type Options struct {
 // replaced at any time (Reload); calls in flight keep the set they started with.
 type Engine struct {
 	opts Options
+	exec invoke.Exec // runs plugins; nil: libcni's own
 	cni  *libcni.CNIConfig
 	// check runs CHECK (same cache), host-side MACs left out (check.go).
 	check *libcni.CNIConfig
@@ -53,11 +59,25 @@ type Engine struct {
 
 // New returns an Engine. Call Reload to load the configs.
 func New(opts Options) *Engine {
+	exec := opts.Exec
+	if exec == nil {
+		exec = newRootExec(opts.PluginRoot, os.Stderr)
+	}
 	return &Engine{
 		opts:  opts,
-		cni:   libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, opts.Exec),
-		check: libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, newCheckExec(opts.Exec)),
+		exec:  exec,
+		cni:   libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, exec),
+		check: libcni.NewCNIConfigWithCacheDir(opts.BinDirs, opts.CacheDir, newCheckExec(exec)),
 	}
+}
+
+// FindPlugin finds a plugin's binary in the bin dirs as ADD will (inside
+// the plugin root when there is one) and returns its path there.
+func (e *Engine) FindPlugin(typ string) (string, error) {
+	if e.exec == nil {
+		return invoke.FindInPath(typ, e.opts.BinDirs)
+	}
+	return e.exec.FindInPath(typ, e.opts.BinDirs)
 }
 
 // CNI exposes the libcni client (GC, benchmarks).
@@ -208,7 +228,7 @@ func (e *Engine) withoutMissing(list *libcni.NetworkConfigList) (*libcni.Network
 	reduced.Plugins = nil
 	var missing []string
 	for _, p := range list.Plugins {
-		if _, err := invoke.FindInPath(p.Network.Type, e.opts.BinDirs); err != nil {
+		if _, err := e.FindPlugin(p.Network.Type); err != nil {
 			missing = append(missing, p.Network.Type)
 			continue
 		}

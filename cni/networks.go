@@ -20,11 +20,20 @@ type Network struct {
 // Extensions nri-cni reads from the config directory, as the kubelet does.
 var Extensions = []string{".conf", ".conflist", ".json"}
 
+// ConfigFileName is nri-cni's own config file (nri.conf). LoadDir never
+// reads a file of that name as a network: deploy/base and the Helm chart
+// mount their whole ConfigMap (nri.conf and every network, so that a key
+// an admin adds appears in confDir) as the config directory.
+const ConfigFileName = "nri.conf"
+
 // LoadDir reads every config in dir (sorted by file name), validates each with
 // libcni (plugin binaries present, CNI versions supported) and returns the
 // valid ones (with c nil, files are only parsed, not validated). Each skipped
 // file gets one error in skipped, naming the file. A network name used twice
-// keeps its first file. An unreadable dir is err.
+// keeps its first file. An unreadable dir is err. ConfigFileName is not a
+// network, and neither is what a ConfigMap volume keeps beside its keys
+// (the "..data" link and the "..<timestamp>" directory it points to: their
+// names have no config extension, and directories are never read).
 func LoadDir(ctx context.Context, c libcni.CNI, dir string) (nets []*Network, skipped []error, err error) {
 	// libcni treats a missing dir as empty; a mistyped confDir must not.
 	if st, err := os.Stat(dir); err != nil {
@@ -38,6 +47,9 @@ func LoadDir(ctx context.Context, c libcni.CNI, dir string) (nets []*Network, sk
 	}
 	seen := map[string]string{}
 	for _, f := range files {
+		if filepath.Base(f) == ConfigFileName {
+			continue
+		}
 		n, err := LoadFile(f)
 		if err == nil && c != nil {
 			err = Validate(ctx, c, n)

@@ -48,8 +48,16 @@ type Config struct {
 	// ConfDir holds the CNI network configs (.conf, .conflist, .json) that
 	// nri-cni attaches.
 	ConfDir string `json:"confDir"`
-	// BinDirs are searched for CNI plugin binaries, in order.
+	// BinDirs are searched for CNI plugin binaries, in order. With
+	// PluginRoot they are paths inside it (the host's paths).
 	BinDirs []string `json:"binDirs"`
+	// PluginRoot is where the host's root directory is seen ("" or "/":
+	// nri-cni runs on the host, or plugins run in its own root). When set,
+	// every CNI plugin runs chrooted into it, so it finds the host's tools
+	// (iptables, the dhcp daemon's socket, ovs-vsctl) as under the runtime;
+	// binDirs, CNI_PATH and the netns path are host paths (cni/pluginroot.go).
+	// The DaemonSet mounts the host's / at /host and sets it.
+	PluginRoot string `json:"pluginRoot"`
 	// CacheDir is libcni's cache (results and configs of every ADD).
 	CacheDir string `json:"cacheDir"`
 	// StateDir holds nri-cni's attachment records.
@@ -57,6 +65,15 @@ type Config struct {
 	// Networks names the networks to attach, in order. Empty means the first
 	// valid config in ConfDir (the kubelet's rule).
 	Networks []string `json:"networks"`
+	// DefaultNetworks are attached to every pod nri-cni serves, before the
+	// networks it asks for (or Networks): Multus's defaultNetworks. Each is
+	// a confDir network's name or a NetworkAttachmentDefinition's
+	// "namespace/name" (Kubernetes mode) (defaultnetworks.go).
+	DefaultNetworks []string `json:"defaultNetworks"`
+	// DefaultNetworksExclude lists namespaces whose pods do not get
+	// DefaultNetworks (Multus's systemNamespaces); they still get the
+	// networks they ask for.
+	DefaultNetworksExclude []string `json:"defaultNetworksExclude"`
 	// IfnamePrefix names interfaces: the i-th network gets <prefix><i>.
 	IfnamePrefix string `json:"ifnamePrefix"`
 	// CNITimeout bounds every CNI call (further capped by the runtime's
@@ -265,6 +282,9 @@ func (c *Config) Validate() error {
 			return bad(fmt.Sprintf("binDirs[%d]", i), "must be an absolute path, got %q", d)
 		}
 	}
+	if err := c.validatePluginRoot(); err != nil {
+		return err
+	}
 	if len(c.Networks) > maxNetworks {
 		return bad("networks", "at most %d networks, got %d", maxNetworks, len(c.Networks))
 	}
@@ -321,6 +341,9 @@ func (c *Config) Validate() error {
 	if err := c.Limits.validate(); err != nil {
 		return err
 	}
+	if err := c.validateDefaultNetworks(); err != nil {
+		return err
+	}
 	if err := c.FailClosed.validate(); err != nil {
 		return err
 	}
@@ -335,6 +358,26 @@ func (c *Config) Validate() error {
 			if a == "" || strings.ContainsAny(a, " \t\n") {
 				return bad(fmt.Sprintf("%s[%d]", key, i), "%q is not an annotation key", a)
 			}
+		}
+	}
+	return nil
+}
+
+// validatePluginRoot: an absolute, clean path; with it, binDirs name the
+// host's dirs, never the container's view of them (<pluginRoot>/opt/cni/bin
+// would be looked up at <pluginRoot>/<pluginRoot>/opt/cni/bin).
+func (c *Config) validatePluginRoot() error {
+	r := c.PluginRoot
+	if r == "" || r == "/" {
+		return nil
+	}
+	if !filepath.IsAbs(r) || filepath.Clean(r) != r {
+		return fmt.Errorf("%w: pluginRoot: must be a clean absolute path (or empty), got %q", ErrInvalid, r)
+	}
+	for i, d := range c.BinDirs {
+		if d == r || strings.HasPrefix(d, r+"/") {
+			return fmt.Errorf("%w: binDirs[%d]: %q is under pluginRoot %q: with pluginRoot, binDirs are host paths, as the plugins see them inside it (%q)",
+				ErrInvalid, i, d, r, "/"+strings.TrimLeft(strings.TrimPrefix(d, r), "/"))
 		}
 	}
 	return nil

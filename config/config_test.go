@@ -163,6 +163,11 @@ func TestParseInvalid(t *testing.T) {
 		{"podCNIArgs duplicate", "podCNIArgs: [foo, foo]\n", "podCNIArgs[1]"},
 		{"podCNIArgs empty key", "podCNIArgs: [\"\"]\n", "podCNIArgs[0]"},
 		{"limits unknown key", "limits: {maxNetworks: 3}\n", "limits.maxNetworks"},
+		{"relative pluginRoot", "pluginRoot: host\n", "pluginRoot"},
+		{"pluginRoot not clean", "pluginRoot: /host/\n", "pluginRoot"},
+		{"pluginRoot with ..", "pluginRoot: /host/../x\n", "pluginRoot"},
+		{"binDirs as the container sees them", "pluginRoot: /host\nbinDirs: [/opt/cni/bin, /host/opt/cni/bin]\n", "binDirs[1]"},
+		{"binDirs the root itself", "pluginRoot: /host\nbinDirs: [/host]\n", "binDirs[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,5 +338,34 @@ func TestIntervals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("Parse(%q) = %v, want %q", tc.in, err, tc.err)
 		}
+	}
+}
+
+func TestPluginRoot(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, root string
+		bin      []string
+	}{
+		{"", "", []string{config.DefaultBinDir}},
+		{"pluginRoot: /\n", "/", []string{config.DefaultBinDir}},
+		{"pluginRoot: /host\n", "/host", []string{config.DefaultBinDir}},
+		// Host paths that merely start like the root are not under it.
+		{"pluginRoot: /host\nbinDirs: [/hostbin, /opt/cni/bin]\n", "/host", []string{"/hostbin", "/opt/cni/bin"}},
+		{`{"pluginRoot": "/rootfs", "binDirs": ["/usr/libexec/cni"]}`, "/rootfs", []string{"/usr/libexec/cni"}},
+	}
+	for _, tt := range tests {
+		got, err := config.Parse([]byte(tt.in))
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.in, err)
+			continue
+		}
+		if got.PluginRoot != tt.root || !reflect.DeepEqual(got.BinDirs, tt.bin) {
+			t.Errorf("Parse(%q) = pluginRoot %q, binDirs %v; want %q, %v", tt.in, got.PluginRoot, got.BinDirs, tt.root, tt.bin)
+		}
+	}
+	_, err := config.Parse([]byte("pluginRoot: /host\nbinDirs: [/host/opt/cni/bin]\n"))
+	if err == nil || !strings.Contains(err.Error(), `as the plugins see them inside it ("/opt/cni/bin")`) {
+		t.Errorf("a binDir under pluginRoot: %v, want the host path suggested", err)
 	}
 }

@@ -28,7 +28,8 @@ const (
 // anyway (docs/failure-semantics.md, "Fail-closed").
 type FailClosedConfig struct {
 	// NodeRoot is where the host's root directory is seen ("" or "/": nri-cni
-	// runs on the host; the DaemonSet mounts the host's /etc under /host).
+	// runs on the host; the DaemonSet mounts the host's / at /host, which is
+	// also its PluginRoot).
 	// The runtime's config files below are read under it.
 	NodeRoot string `json:"nodeRoot"`
 	// ContainerdConfig is containerd's main config file (its imports are

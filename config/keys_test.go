@@ -13,7 +13,7 @@ import (
 
 func TestUnknownKeys(t *testing.T) {
 	t.Parallel()
-	top := []string{"confDir", "binDirs", "cacheDir", "stateDir", "networks", "ifnamePrefix", "cniTimeout",
+	top := []string{"confDir", "binDirs", "pluginRoot", "cacheDir", "stateDir", "networks", "defaultNetworks", "defaultNetworksExclude", "ifnamePrefix", "cniTimeout",
 		"logLevel", "logFile", "failurePolicy", "syncAttach", "parallelAttach", "backgroundAttach", "statusInterval", "checkInterval", "podSelection", "requireAnnotation", "namespaces", "podCapabilities", "podCNIArgs", "hook", "limits", "failClosed", "kubernetes"}
 	tests := []struct {
 		name, in, key string
@@ -72,8 +72,8 @@ func TestLoadUnknownKeyMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := config.Load(path)
-	want := "config " + path + `: unknown key "bogus" (allowed: confDir, binDirs, cacheDir, stateDir, networks, ` +
-		`ifnamePrefix, cniTimeout, logLevel, logFile, failurePolicy, syncAttach, parallelAttach, backgroundAttach, statusInterval, checkInterval, podSelection, requireAnnotation, namespaces, podCapabilities, podCNIArgs, hook, limits, failClosed, kubernetes)`
+	want := "config " + path + `: unknown key "bogus" (allowed: confDir, binDirs, pluginRoot, cacheDir, stateDir, networks, ` +
+		`defaultNetworks, defaultNetworksExclude, ifnamePrefix, cniTimeout, logLevel, logFile, failurePolicy, syncAttach, parallelAttach, backgroundAttach, statusInterval, checkInterval, podSelection, requireAnnotation, namespaces, podCapabilities, podCNIArgs, hook, limits, failClosed, kubernetes)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v\nwant %s", err, want)
 	}

@@ -9,8 +9,9 @@ import "fmt"
 // every other pod waits behind it.
 type Limits struct {
 	// MaxNetworksPerPod: a pod asking for more networks (nri-cni.io/networks
-	// or the NPWG annotation) fails at once with an error naming this key;
-	// nothing is planned, recorded or ADDed.
+	// or the NPWG annotation, counted with the defaultNetworks and its DRA
+	// claims) fails at once with an error naming this key; nothing is
+	// planned, recorded or ADDed.
 	MaxNetworksPerPod int `json:"maxNetworksPerPod"`
 	// MaxAnnotationBytes: the largest value of an annotation nri-cni reads
 	// (the networks annotations, nri-cni.io/ips, mac, port-mappings, the

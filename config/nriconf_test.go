@@ -20,6 +20,10 @@ func TestShippedNRIConfIsTheDefaults(t *testing.T) {
 		t.Errorf("networks = %v, want empty", got.Networks)
 	}
 	got.Networks = want.Networks
+	if len(got.DefaultNetworks)+len(got.DefaultNetworksExclude) != 0 {
+		t.Errorf("defaultNetworks = %v, defaultNetworksExclude = %v, want none", got.DefaultNetworks, got.DefaultNetworksExclude)
+	}
+	got.DefaultNetworks, got.DefaultNetworksExclude = want.DefaultNetworks, want.DefaultNetworksExclude
 	if len(got.Namespaces.Include)+len(got.Namespaces.Exclude) != 0 {
 		t.Errorf("namespaces = %+v, want no filter", got.Namespaces)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 
@@ -62,7 +61,7 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 	}
 	if checker.FindPlugin == nil {
 		checker.FindPlugin = func(typ string) error {
-			_, err := invoke.FindInPath(typ, cfg.BinDirs)
+			_, err := mgr.Engine().FindPlugin(typ) // under nri.conf's pluginRoot
 			return err
 		}
 	}

@@ -63,8 +63,9 @@ func NewReaderFor(core kubernetes.Interface, nad nadclient.Interface) *Reader {
 
 // Inventory lists the pods of namespace (empty: every namespace) and every
 // NetworkAttachmentDefinition (a pod may name another namespace's). Of a
-// pod it keeps only what planning reads, and only if it carries the NPWG
-// annotation and has not finished: the check holds annotations, not specs.
+// pod it keeps only what planning reads, and only if the check judges it
+// (migrate.Judges: the NPWG annotation, or Multus's default-network) and it
+// has not finished: the check holds annotations, not specs.
 func (r *Reader) Inventory(ctx context.Context, namespace string) (migrate.Inventory, error) {
 	var inv migrate.Inventory
 	read := plan.ReadAnnotations()
@@ -76,7 +77,7 @@ func (r *Reader) Inventory(ctx context.Context, namespace string) (migrate.Inven
 		for i := range l.Items {
 			p := &l.Items[i]
 			inv.Listed++
-			if _, asks := p.Annotations[plan.AnnotationNPWGNetworks]; !asks {
+			if !migrate.Judges(p.Annotations) {
 				continue
 			}
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

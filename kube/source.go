@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	nadlisters "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/listers/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -72,6 +75,9 @@ func NewNADSource(client nadclient.Interface, resync time.Duration, policy *nadp
 		&nadv1.NetworkAttachmentDefinition{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	s := &NADSource{informer: inf, lister: nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
 		policy: policy, maxBytes: maxBytes, parsed: map[string]parsedNAD{}}
+	if err := inf.SetTransform(trimForCache(maxBytes)); err != nil {
+		panic(err) // only for an informer already started: not this new one
+	}
 	// The memo holds one entry per NAD that exists: a new version replaces
 	// its entry, a deleted NAD's goes with it. It is never dropped whole (a
 	// cluster with more NADs than any fixed bound parsed every NAD again on
@@ -142,12 +148,58 @@ func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	if p, ok := s.parsed[key]; ok && p.resourceVersion == obj.ResourceVersion {
 		return p.net, p.err
 	}
-	n, err := plan.ParseNADConfig(ref, obj.Spec.Config, s.policy, s.maxBytes)
+	n, err := s.parseConfig(ref, obj)
 	p := parsedNAD{resourceVersion: obj.ResourceVersion, net: n, err: err}
 	if _, exists, _ := s.informer.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name); exists {
 		s.parsed[key] = p // not when deleted meanwhile: forget has run or will find nothing
 	}
 	return p.net, p.err
+}
+
+// parseConfig is plan.ParseNADConfig of the cached object, whose config
+// trimForCache may have cut: that one is refused by its size as the API
+// server holds it.
+func (s *NADSource) parseConfig(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinition) (*cni.Network, error) {
+	if v, ok := obj.Annotations[configBytesAnnotation]; ok {
+		if size, err := strconv.Atoi(v); err == nil && size > s.maxBytes {
+			return nil, fmt.Errorf("%w %s: %w", plan.ErrBadNAD, ref, nadpolicy.CheckSizeOf(size, s.maxBytes))
+		}
+	}
+	return plan.ParseNADConfig(ref, obj.Spec.Config, s.policy, s.maxBytes)
+}
+
+// configBytesAnnotation is set on the cached copy of a NAD whose
+// spec.config trimForCache cut: the config's size in bytes.
+const configBytesAnnotation = "nri-cni.io/spec-config-bytes"
+
+// trimForCache is the informer's transform, run on every object before it
+// enters the cache. Every node caches every NAD of the cluster, and nothing
+// but nri-cni bounds a NAD's size: the CRD (Multus's) has no maxLength, and
+// the NAD admission policy may only warn, or be absent. So the cache keeps
+// what nri-cni reads and no more: a spec.config larger than maxBytes as its
+// first maxBytes+1 bytes (still refused, by the size recorded in
+// configBytesAnnotation), and neither the managed fields nor kubectl's
+// last-applied-configuration annotation (a second copy of the config).
+func trimForCache(maxBytes int) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		nad, ok := obj.(*nadv1.NetworkAttachmentDefinition)
+		if !ok {
+			return obj, nil
+		}
+		nad.ManagedFields = nil
+		// configBytesAnnotation is this transform's alone, never the
+		// object author's.
+		delete(nad.Annotations, configBytesAnnotation)
+		delete(nad.Annotations, corev1.LastAppliedConfigAnnotation)
+		if len(nad.Spec.Config) > maxBytes {
+			if nad.Annotations == nil {
+				nad.Annotations = map[string]string{}
+			}
+			nad.Annotations[configBytesAnnotation] = strconv.Itoa(len(nad.Spec.Config))
+			nad.Spec.Config = strings.Clone(nad.Spec.Config[:maxBytes+1])
+		}
+		return nad, nil
+	}
 }
 
 // errNotSynced is returned by WaitForSync when ctx ends first.

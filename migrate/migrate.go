@@ -65,6 +65,9 @@ type Input struct {
 	// means the one of the NAD's name.
 	Local []*cni.Network
 	Inventory
+	// Namespace, when set, limits the NADs judged on their own (NADs) to
+	// that namespace's; pods are the Inventory's.
+	Namespace string
 }
 
 // Verdict is what nri-cni does with a pod's NPWG annotation.
@@ -145,6 +148,8 @@ type Summary struct {
 type Report struct {
 	Pods    []PodReport `json:"pods"`
 	Summary Summary     `json:"summary"`
+	// NADs are the listed NADs the policy refuses (nads.go).
+	NADs NADCheck `json:"nads"`
 }
 
 // OK reports whether every pod would get what Multus gives it (pods that
@@ -170,7 +175,7 @@ func Check(ctx context.Context, in Input) (Report, error) {
 	})
 	rep := Report{Pods: []PodReport{}, Summary: Summary{Listed: in.Listed, Finished: in.Finished, ByReason: map[Reason]int{}}}
 	for _, pod := range pods {
-		if _, asks := pod.Annotations[plan.AnnotationNPWGNetworks]; !asks {
+		if !Judges(pod.Annotations) {
 			continue
 		}
 		r := j.pod(ctx, pod)
@@ -180,6 +185,7 @@ func Check(ctx context.Context, in Input) (Report, error) {
 		}
 		rep.add(r)
 	}
+	rep.NADs = checkNADs(cat, in.Namespace)
 	return rep, nil
 }
 
@@ -224,7 +230,7 @@ func (j judge) pod(ctx context.Context, pod Pod) PodReport {
 		if multusFailsToo(r.Reason, value) {
 			r.Multus = FailsBoth
 		}
-		if !j.planner.NPWG() {
+		if !j.planner.NPWG() && r.Reason != ReasonDefaultNetwork {
 			// Multus would attach the annotation's networks; nri-cni
 			// fails the pod on something else entirely.
 			r.Multus, r.Reason = Differs, ReasonNPWGOff
@@ -233,6 +239,9 @@ func (j judge) pod(ctx context.Context, pod Pod) PodReport {
 		return r
 	}
 	r.Networks = networks(p.Attachments)
+	if defaultNetworkIgnored(pod, p, &r) {
+		return r
+	}
 	for _, n := range p.Notes {
 		r.Ignored = append(r.Ignored, oneLine(n.Message))
 	}

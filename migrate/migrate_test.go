@@ -145,7 +145,7 @@ func TestCheck(t *testing.T) {
 		{"unsupported key", pod("team-a", "p", `[{"name":"storage","infiniband-guid":"c2:11:22:33:44:55:66:77"}]`),
 			want{Refuse, Differs, ReasonUnsupportedKey, "", []string{`"infiniband-guid"`}}},
 		{"a key Multus knows and nri-cni does not", pod("team-a", "p", `[{"name":"storage","deviceID":"0000:03:00.1"}]`),
-			want{Refuse, Differs, ReasonBadAnnotation, "", []string{"deviceID"}}},
+			want{Refuse, Differs, ReasonUnsupportedKey, "", []string{`key "deviceID" not supported by nri-cni`}}},
 		{"interface used twice", pod("team-a", "p", "storage@x1, data@x1"),
 			want{Refuse, FailsBoth, ReasonBadInterface, "", []string{`"x1" is also element 1's`}}},
 		{"not JSON (Multus fails too)", pod("team-a", "p", `[{"name":"storage"`),

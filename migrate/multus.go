@@ -50,21 +50,26 @@ func multusIfname(a plan.Attachment, i int) string {
 // the annotation's order) are what Multus attaches, filling in Multus's
 // interface names where they differ, and why not. value is the pod's
 // annotation, ips its addresses (none while it is Pending).
+//
+// The plan's default networks (nri.conf's defaultNetworks) lead atts; Multus
+// is taken to have the same defaultNetworks (defaultnetwork.go), so the i-th
+// attachment is its delegate i+1 either way.
 func (j judge) compare(value string, ips []string, atts []plan.Attachment, nets []Network) (Comparison, Reason, string) {
 	var d differences
+	k := defaultCount(atts)
 	for i, a := range atts {
 		if m := multusIfname(a, i); m != a.IfName {
 			nets[i].MultusInterface = m
-			d.add(ReasonInterfaceName, "element %d (%s) gets %s, Multus names it %s", i+1, a.Name(), a.IfName, m)
+			d.add(ReasonInterfaceName, "%s (%s) gets %s, Multus names it %s", position(i, k), a.Name(), a.IfName, m)
 		}
 	}
 	for i, a := range atts {
 		if res := j.cat.resourceName(a.NAD); res != "" {
-			d.add(ReasonDevicePlugin, "element %d (%s): the NAD's %s %q is a device plugin resource: Multus hands the pod's device to the plugin, nri-cni does not",
-				i+1, a.Name(), AnnotationResourceName, res)
+			d.add(ReasonDevicePlugin, "%s (%s): the NAD's %s %q is a device plugin resource: Multus hands the pod's device to the plugin, nri-cni does not",
+				position(i, k), a.Name(), AnnotationResourceName, res)
 		}
 	}
-	defaultRoutes(&d, value, ips, atts)
+	defaultRoutes(&d, value, ips, atts[k:])
 	if d.reason == "" {
 		return Same, "", ""
 	}

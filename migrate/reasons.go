@@ -71,6 +71,8 @@ func classify(err error) Reason {
 		return ReasonBadNAD
 	case errors.Is(err, cni.ErrUnknownNetwork):
 		return ReasonUnknownNetwork
+	case errors.Is(err, plan.ErrDefaultNetworkAnnotation):
+		return ReasonDefaultNetwork
 	case errors.Is(err, plan.ErrBothAnnotations):
 		return ReasonBothAnnotations
 	case errors.Is(err, plan.ErrBadInterface):

@@ -31,8 +31,10 @@ func (r Report) WriteTable(w io.Writer) error {
 		s.Pods, plan.AnnotationNPWGNetworks, s.Listed, s.Finished)
 	fmt.Fprintf(w, "  %d would work unchanged\n", s.Same)
 	fmt.Fprintf(w, "  %d would differ%s\n", s.Differs, r.reasons(Differs))
-	_, err := fmt.Fprintf(w, "  %d fail with Multus too%s\n", s.FailsBoth, r.reasons(FailsBoth))
-	return err
+	if _, err := fmt.Fprintf(w, "  %d fail with Multus too%s\n", s.FailsBoth, r.reasons(FailsBoth)); err != nil {
+		return err
+	}
+	return r.NADs.writeTable(w)
 }
 
 // reasons counts the pods compared as c by reason: ": a 2, b 1".

@@ -58,7 +58,12 @@ func TestReportJSON(t *testing.T) {
 	               {"nad":"team-a/data","network":"data","interface":"eth1"},
 	               {"nad":"team-a/local","network":"local","interface":"sec3","multusInterface":"net3"}]}],
 	  "summary":{"pods":2,"listed":0,"finished":0,"same":0,"differs":1,"failsWithMultusToo":1,
-	             "byReason":{"interface-name":1,"no-such-nad":1}}}`, string(out))
+	             "byReason":{"interface-name":1,"no-such-nad":1}},
+	  "nads":{"listed":10,"refused":[
+	    {"namespace":"team-a","name":"big","policyKey":"kubernetes.maxNADConfigBytes",
+	     "detail":"spec.config: is 1158 bytes, more than 1024 (kubernetes.maxNADConfigBytes, allowed: 1024 bytes)"},
+	    {"namespace":"team-a","name":"uplink","policyKey":"kubernetes.nadPolicy.default.types",
+	     "detail":"spec.config.type: \"host-device\" is not an allowed plugin type (kubernetes.nadPolicy.default.types, allowed: bridge, host-local, tuning)"}]}}`, string(out))
 
 	empty, err := json.Marshal(Report{Pods: []PodReport{}, Summary: Summary{ByReason: map[Reason]int{}}})
 	require.NoError(t, err)

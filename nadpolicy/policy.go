@@ -173,10 +173,14 @@ func (p *Policy) Check(namespace string, rawConfig []byte) error {
 
 // CheckSize refuses a spec.config larger than maxBytes
 // (kubernetes.maxNADConfigBytes), before it is parsed.
-func CheckSize(rawConfig []byte, maxBytes int) error {
-	if len(rawConfig) <= maxBytes {
+func CheckSize(rawConfig []byte, maxBytes int) error { return CheckSizeOf(len(rawConfig), maxBytes) }
+
+// CheckSizeOf is CheckSize for a spec.config of size bytes, for a caller
+// that kept only its start.
+func CheckSizeOf(size, maxBytes int) error {
+	if size <= maxBytes {
 		return nil
 	}
-	return &Violation{Problem: fmt.Sprintf("is %d bytes, more than %d", len(rawConfig), maxBytes),
+	return &Violation{Problem: fmt.Sprintf("is %d bytes, more than %d", size, maxBytes),
 		PolicyKey: config.MaxNADConfigBytesKey, Allowed: fmt.Sprintf("%d bytes", maxBytes)}
 }

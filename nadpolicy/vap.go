@@ -22,9 +22,11 @@ const (
 )
 
 // AdmissionPolicy renders the ValidatingAdmissionPolicy and its binding
-// (YAML, two documents) that refuse, at CREATE and UPDATE of a
+// (YAML, two documents) that judge, at CREATE and UPDATE of a
 // NetworkAttachmentDefinition, what Policy.Check refuses on the node for p
-// and maxConfigBytes (kubernetes.maxNADConfigBytes; 0: the default).
+// and maxConfigBytes (kubernetes.maxNADConfigBytes; 0: the default). The
+// binding warns (DefaultMode) in every namespace unless opts say otherwise
+// (WithMode, WithNamespaceSelector, WithObjectSelector).
 //
 // Kubernetes CEL has no JSON parser: the policy reads spec.config with
 // regular expressions. That is exact because backslashes are refused first
@@ -38,7 +40,13 @@ const (
 // (docs/security.md; policytest lists the cases). It admits JSON
 // that is malformed inside its outer braces, which the node refuses before
 // any CNI call.
-func AdmissionPolicy(p *config.NADPolicy, maxConfigBytes int) ([]byte, error) {
+func AdmissionPolicy(p *config.NADPolicy, maxConfigBytes int, opts ...Option) ([]byte, error) {
+	bind := binding{mode: DefaultMode}
+	for _, o := range opts {
+		if err := o(&bind); err != nil {
+			return nil, err
+		}
+	}
 	if maxConfigBytes == 0 {
 		maxConfigBytes = config.DefaultMaxNADConfigBytes
 	}
@@ -59,7 +67,7 @@ func AdmissionPolicy(p *config.NADPolicy, maxConfigBytes int) ([]byte, error) {
 		return nil, fmt.Errorf("%s: a quote in the policy", config.NADPolicyKey) // validation allows none
 	}
 	var b strings.Builder
-	writeVAP(&b, AdmissionPolicyName, string(policyJSON), quoteYAML(strconv.Itoa(maxConfigBytes)), vars, validations())
+	writeVAP(&b, AdmissionPolicyName, string(policyJSON), quoteYAML(strconv.Itoa(maxConfigBytes)), vars, validations(), bind)
 	return []byte(b.String()), nil
 }
 
@@ -138,10 +146,14 @@ func (g *gen) variables(maxBytes int) ([]celVar, error) {
 		{"config", "spec.config ('' when absent)", "has(object.spec) && has(object.spec.config) ? object.spec.config : ''"},
 		{"empty", "all whitespace (Go's unicode.IsSpace): the node's confDir network of the NAD's name, never judged",
 			`variables.config.matches(r'^[\t\n\v\f\r \x{85}\p{Z}]*$')`},
-		{"tooBig", "larger than " + config.MaxNADConfigBytesKey + " (bytes, as the node counts)",
-			fmt.Sprintf("size(bytes(variables.config)) > %d", maxBytes)},
+		// The CRD sets no maxLength (it is Multus's): configs of any size
+		// reach the policy. The character count is free; only a config
+		// that may fit is converted to count its bytes, and judge tests
+		// the size before the empty check scans the config.
+		{"tooBig", "larger than " + config.MaxNADConfigBytesKey + " (bytes, as the node counts; more characters is more bytes)",
+			fmt.Sprintf("size(variables.config) > %d || size(bytes(variables.config)) > %d", maxBytes, maxBytes)},
 		{"maxBytes", "", fmt.Sprintf("'%d'", maxBytes)},
-		{"judge", "the rules below apply", "!variables.empty && !variables.tooBig"},
+		{"judge", "the rules below apply (the size first: an oversized config is never scanned)", "!variables.tooBig && !variables.empty"},
 		{"rule", "'' = kubernetes.nadPolicy.default, else the namespace whose own rule applies", rule},
 		{"ruleKey", "", "variables.rule == '' ? 'kubernetes.nadPolicy.default' : 'kubernetes.nadPolicy.namespaces.' + variables.rule"},
 	}

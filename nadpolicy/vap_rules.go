@@ -111,7 +111,7 @@ func validations() []validation {
 	builtin := func(comment, expr, problem string) validation {
 		return validation{Comment: comment, Expr: expr, Message: "spec.config: " + problem + " (kubernetes.nadPolicy)"}
 	}
-	return []validation{
+	return judgedMessages([]validation{
 		{Comment: "kubernetes.maxNADConfigBytes (whitespace or not: the node checks the size first)", Expr: "!variables.tooBig",
 			MessageExpr: "'spec.config: is ' + string(size(bytes(variables.config))) + ' bytes, more than ' + variables.maxBytes + ' (kubernetes.maxNADConfigBytes)'",
 			Message:     "spec.config is larger than kubernetes.maxNADConfigBytes"},
@@ -147,7 +147,24 @@ func validations() []validation {
 		check("paths: keys naming files hold absolute paths", "badPathKeys", showMember, "must be an absolute host path", "paths", "pathsText"),
 		check("paths", "badPaths", "m", "is a host path outside the allowed prefixes", "paths", "pathsText"),
 		check("paths: no .. segments", "dotDot", "m", `has a \"..\" path segment: always refused`, "paths", "pathsText"),
+	})
+}
+
+// judgedMessages computes the message of a rule that applies only when
+// variables.judge only then. When one validation fails, the API server
+// evaluates every messageExpression of the policy (k8s.io/apiserver's
+// validator), each with the variables it names: a rule's message reads its
+// offending matches, regular expressions over the whole config. The CRD
+// sets no maxLength (it is Multus's), so a config of a MiB reaches the
+// policy; refused by the size rule, its other messages ran out of the API
+// server's CEL budget and the refusal said so instead of naming the size.
+func judgedMessages(vals []validation) []validation {
+	for i, v := range vals {
+		if v.MessageExpr != "" && strings.HasPrefix(v.Expr, "!variables.judge ||") {
+			vals[i].MessageExpr = "variables.judge ? (" + v.MessageExpr + ") : ''"
+		}
 	}
+	return vals
 }
 
 const hostGatewayRe = `r'(?i:"(?:isGateway|isDefaultGateway|ipMasq)")\s*:\s*true'`
@@ -161,7 +178,7 @@ func indent(n int, s string) string {
 // writeVAP renders the policy and its binding. Plain string building, not
 // text/template: a template's reflective method calls make the linker keep
 // every exported method of every type in the binary (33 MB became 61 MB).
-func writeVAP(b *strings.Builder, name, policyJSON, maxBytes string, vars []celVar, vals []validation) {
+func writeVAP(b *strings.Builder, name, policyJSON, maxBytes string, vars []celVar, vals []validation, bind binding) {
 	w := func(lines ...string) {
 		for _, l := range lines {
 			b.WriteString(l)
@@ -170,9 +187,10 @@ func writeVAP(b *strings.Builder, name, policyJSON, maxBytes string, vars []celV
 	}
 	w(`# Generated from kubernetes.nadPolicy and kubernetes.maxNADConfigBytes (nri.conf)`,
 		"# by `nri-cni nad-policy --config nri.conf` (or --configmap FILE): do not edit;",
-		`# change the policy and regenerate. It refuses at kubectl apply what nri-cni`,
-		`# refuses on the node (docs/security.md); NetworkAttachmentDefinitions`,
-		`# with an empty spec.config are never judged.`,
+		`# change the policy and regenerate. It judges at kubectl apply what nri-cni`,
+		`# refuses on the node (docs/security.md); the binding (below) warns or`,
+		`# refuses. NetworkAttachmentDefinitions with an empty spec.config are never`,
+		`# judged.`,
 		`apiVersion: admissionregistration.k8s.io/v1`,
 		`kind: ValidatingAdmissionPolicy`,
 		`metadata:`,
@@ -208,12 +226,6 @@ func writeVAP(b *strings.Builder, name, policyJSON, maxBytes string, vars []celV
 		}
 		w(`      message: `+quoteYAML(v.Message), `      reason: Forbidden`)
 	}
-	w(`---`,
-		`apiVersion: admissionregistration.k8s.io/v1`,
-		`kind: ValidatingAdmissionPolicyBinding`,
-		`metadata:`,
-		`  name: `+name,
-		`spec:`,
-		`  policyName: `+name,
-		`  validationActions: [Deny]`)
+	w(`---`)
+	writeBinding(w, name, bind)
 }

@@ -28,9 +28,9 @@ func decodeStrict(t *testing.T, doc string, v any) {
 	}
 }
 
-func render(t *testing.T, p *config.NADPolicy, max int) (admissionv1.ValidatingAdmissionPolicy, admissionv1.ValidatingAdmissionPolicyBinding, string) {
+func render(t *testing.T, p *config.NADPolicy, max int, opts ...nadpolicy.Option) (admissionv1.ValidatingAdmissionPolicy, admissionv1.ValidatingAdmissionPolicyBinding, string) {
 	t.Helper()
-	out, err := nadpolicy.AdmissionPolicy(p, max)
+	out, err := nadpolicy.AdmissionPolicy(p, max, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +60,9 @@ func TestAdmissionPolicyShape(t *testing.T) {
 	if vap.Kind != "ValidatingAdmissionPolicy" || vap.Name != nadpolicy.AdmissionPolicyName {
 		t.Errorf("policy %s %s", vap.Kind, vap.Name)
 	}
-	if binding.Spec.PolicyName != vap.Name || !reflect.DeepEqual(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) ||
+	if binding.Spec.PolicyName != vap.Name || !reflect.DeepEqual(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}) ||
 		binding.Spec.MatchResources != nil {
-		t.Errorf("binding %+v: want Deny for %s in every namespace", binding.Spec, vap.Name)
+		t.Errorf("binding %+v: want Warn and Audit (the default mode) for %s in every namespace", binding.Spec, vap.Name)
 	}
 	if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionv1.Fail {
 		t.Errorf("failurePolicy %v, want Fail", vap.Spec.FailurePolicy)
@@ -84,7 +84,7 @@ func TestAdmissionPolicyShape(t *testing.T) {
 			t.Errorf("validation %d: message %q names no key", i, v.MessageExpression)
 		}
 	}
-	if got := variable(vap, "tooBig"); got != "size(bytes(variables.config)) > 16384" {
+	if got := variable(vap, "tooBig"); got != "size(variables.config) > 16384 || size(bytes(variables.config)) > 16384" {
 		t.Errorf("tooBig = %q (the default limit)", got)
 	}
 	if got := variable(vap, "rule"); got != "''" {
@@ -122,7 +122,7 @@ func TestAdmissionPolicyPerNamespace(t *testing.T) {
 		"types":   "variables.rule == 'zeta' ? r'(?:macvlan)' :\nr'(?:bridge|macvlan|ipvlan|host-local|static|tuning|bandwidth|sbr|vrf)'",
 		"ranges":  "variables.rule == 'alpha' ? ['10.9.0.0/16'] :\n[]",
 		"masters": "variables.rule == 'zeta' ? r'(?:ens2f0)' :\nr'[^\\x00-\\x{10FFFF}]'",
-		"tooBig":  "size(bytes(variables.config)) > 4096",
+		"tooBig":  "size(variables.config) > 4096 || size(bytes(variables.config)) > 4096",
 	} {
 		if got := variable(vap, name); got != want {
 			t.Errorf("variable %s = %q\nwant %q", name, got, want)

@@ -32,6 +32,17 @@ const (
 // ErrUnknownStage: the stage is not an OCI hook stage.
 var ErrUnknownStage = errors.New("unknown OCI hook stage")
 
+// ErrKubernetesSection: the hook's nri.conf has a kubernetes section, which
+// hook mode cannot serve in either build: a hook runs for one container,
+// with no API client, so it would read no NetworkAttachmentDefinition
+// (the NPWG annotation would be ignored, as would NAD default networks) and
+// write no network-status. The attach fails rather than run without what
+// the section asks for; a detach (poststop) still runs, so nothing attached
+// before the section was added leaks.
+var ErrKubernetesSection = errors.New("nri.conf has a kubernetes section, which hook mode cannot serve " +
+	"(no API client: no NetworkAttachmentDefinitions, no network-status); remove it from the hook's nri.conf " +
+	"(Kubernetes mode is nri-cni-k8s run, the DaemonSet)")
+
 // OCIHook handles one hook invocation. I/O is injected so tests need no
 // process-global state.
 type OCIHook struct {
@@ -85,6 +96,9 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 		return timed(log, "detach", func() error { return h.Mgr.Detach(ctx, sb, true) })
 	}
 
+	if h.Mgr.Config().Kubernetes != nil {
+		return fmt.Errorf("container %s: %w", st.ID, ErrKubernetesSection)
+	}
 	if specErr != nil {
 		log.WithError(specErr).Warn("bundle config unreadable: using the pid's network namespace")
 	} else if !hasNetns(spec) {

@@ -79,7 +79,9 @@ type selectionElement struct {
 	// IPAMClaimReference: an IPAMClaim's name (a string), ignored by the
 	// annotation and refused by a claim's NetworkConfig.
 	IPAMClaimReference *string `json:"ipam-claim-reference"`
-	// Keys of the spec nri-cni refuses, each with its reason.
+	// InfinibandGUID is decoded only so that null (not set) passes; a
+	// value is refused (foreignKeys, npwg_keys.go, with Multus's deviceID
+	// and the well-known misspellings).
 	InfinibandGUID json.RawMessage `json:"infiniband-guid"`
 }
 
@@ -90,15 +92,6 @@ type bandwidthEntry struct {
 	IngressBurst int64 `json:"ingressBurst"`
 	EgressRate   int64 `json:"egressRate"`
 	EgressBurst  int64 `json:"egressBurst"`
-}
-
-// unsupported explains each refused key.
-var unsupported = []struct {
-	key    string
-	get    func(*selectionElement) json.RawMessage
-	reason string
-}{
-	{"infiniband-guid", func(e *selectionElement) json.RawMessage { return e.InfinibandGUID }, "no InfiniBand support"},
 }
 
 // KeyIPAMClaimReference is the selection element's key naming an IPAMClaim.
@@ -176,6 +169,11 @@ func parseNPWGJSON(v, podNamespace string, maxNetworks int) ([]NetworkSelection,
 	for i, r := range raw {
 		strict, extensions := withoutExtensions(r)
 		e, err := decodeElement(strict)
+		// A key Multus reads and nri-cni refuses, or a well-known
+		// misspelling: say why, rather than "unknown field".
+		if kerr := foreignKey(strict); kerr != nil {
+			err = kerr
+		}
 		label := "?"
 		if e != nil && e.Name != "" {
 			label = e.Name
@@ -210,9 +208,10 @@ func parseNPWGJSON(v, podNamespace string, maxNetworks int) ([]NetworkSelection,
 	return out, nil
 }
 
-// decodeElement decodes a selection element strictly: unknown keys and the
-// keys nri-cni does not support (ErrUnsupportedField) are errors. Shared by
-// the annotation (after withoutExtensions) and a claim's NetworkConfig.
+// decodeElement decodes a selection element strictly: unknown keys are
+// errors (the annotation then asks foreignKey why). Shared by the
+// annotation (after withoutExtensions) and a claim's NetworkConfig (after
+// its own key checks).
 func decodeElement(data []byte) (*selectionElement, error) {
 	var e selectionElement
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -220,11 +219,6 @@ func decodeElement(data []byte) (*selectionElement, error) {
 	dec.UseNumber() // cni-args reach the plugins exactly as written
 	if err := dec.Decode(&e); err != nil {
 		return &e, err
-	}
-	for _, u := range unsupported {
-		if raw := u.get(&e); len(raw) > 0 && string(raw) != "null" {
-			return &e, fmt.Errorf("key %q %w: %s", u.key, ErrUnsupportedField, u.reason)
-		}
 	}
 	return &e, nil
 }

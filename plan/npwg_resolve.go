@@ -33,13 +33,16 @@ var (
 )
 
 // npwg turns the annotation's value into attachments for a pod of
-// podNamespace, with the notes of what it ignored.
-func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attachment, []Note, error) {
-	sels, err := ParseNPWGNetworks(value, podNamespace, p.cfg.Limits.MaxNetworksPerPod)
+// podNamespace, with the notes of what it ignored. The default networks
+// come first: they count against the limit, and the elements are numbered
+// after them.
+func (p *Planner) npwg(ctx context.Context, podNamespace, value string, defaults []Attachment) ([]Attachment, []Note, error) {
+	sels, err := ParseNPWGNetworks(value, podNamespace, p.cfg.Limits.MaxNetworksPerPod-len(defaults))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, withDefaults(err, len(defaults))
 	}
 	atts := make([]Attachment, 0, len(sels))
+	reserved := reservedNames(defaults)
 	taken := map[string]int{} // interface name -> element index
 	for i, sel := range sels {
 		if ctx.Err() != nil {
@@ -54,10 +57,14 @@ func (p *Planner) npwg(ctx context.Context, podNamespace, value string) ([]Attac
 		}
 		// Named as Multus names them: an element without an interface gets
 		// <ifnamePrefix><its position> ("a, b@eth1, c": net1, eth1, net3),
-		// so pods keep their interface names when they move from Multus.
+		// counted after the default networks (Multus's delegate index), so
+		// pods keep their interface names when they move from Multus.
 		ifname := sel.Interface
 		if ifname == "" {
-			ifname = p.cfg.Ifname(i)
+			ifname = p.cfg.Ifname(len(defaults) + i)
+		}
+		if d, ok := reserved[ifname]; ok {
+			return nil, nil, fmt.Errorf("%w %s: %w: %q is %s's", ErrBadAnnotation, where, ErrBadInterface, ifname, d)
 		}
 		if prev, ok := taken[ifname]; ok {
 			return nil, nil, fmt.Errorf("%w %s: %w: %q is also element %d's", ErrBadAnnotation, where, ErrBadInterface, ifname, prev+1)

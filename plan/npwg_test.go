@@ -105,7 +105,8 @@ func TestParseNPWGJSONErrors(t *testing.T) {
 		{"ip not an address", `[{"name":"a","ips":["10.1.1"]}]`, `"ips": "10.1.1" is not an IP address`, ErrBadAnnotation},
 		{"ip with a bad prefix", `[{"name":"a","ips":["10.1.1.1/33"]}]`, `"ips": "10.1.1.1/33": want an IP address with an optional prefix`, ErrBadAnnotation},
 		{"ip with a zone", `[{"name":"a","ips":["fe80::1%eth0"]}]`, `"ips": "fe80::1%eth0" is not an IP address`, ErrBadAnnotation},
-		{"misspelt key", `[{"name":"a","default_route":["10.0.0.1"]}]`, `json: unknown field "default_route"`, ErrBadAnnotation},
+		{"misspelt key", `[{"name":"a","default_route":["10.0.0.1"]}]`, `key "default_route" is not a key of the NPWG spec, write "default-route"`, ErrBadAnnotation},
+		{"misspelt key nobody knows", `[{"name":"a","gateway":["10.0.0.1"]}]`, `json: unknown field "gateway"`, ErrBadAnnotation},
 		{"dotted key that is no domain", `[{"name":"a","k8s.v1.cni.cncf.io/networks":"b"}]`,
 			`json: unknown field "k8s.v1.cni.cncf.io/networks"`, ErrBadAnnotation},
 		{"dotted key with an empty label", `[{"name":"a","org..foo":1}]`, `json: unknown field "org..foo"`, ErrBadAnnotation},
@@ -150,11 +151,15 @@ func TestNPWGIgnoresWhatTheSpecSaysToIgnore(t *testing.T) {
 		Extensions: []string{"io.kubevirt.x", "org.example.foo", "com.example.key_name-2"}}, got[1], "extension keys in document order")
 	assert.Equal(t, NetworkSelection{Ref: NADRef{"vms", "net-c"}}, got[2], "null or empty: no claim")
 
-	for _, bad := range []string{`{"name":"a","ipamClaimReference":"c"}`, `{"name":"a","org.example/x":1}`, `{"name":"a","org.":1}`} {
+	for _, bad := range []string{`{"name":"a","org.example/x":1}`, `{"name":"a","org.":1}`} {
 		_, err := ParseNPWGNetworks("["+bad+"]", "vms", 32)
 		require.ErrorIs(t, err, ErrBadAnnotation, bad)
 		assert.Contains(t, err.Error(), "unknown field", bad)
 	}
+	// A misspelling of the key: refused, naming the spec's key.
+	_, err = ParseNPWGNetworks(`[{"name":"a","ipamClaimReference":"c"}]`, "vms", 32)
+	require.ErrorIs(t, err, ErrBadAnnotation)
+	assert.Contains(t, err.Error(), `key "ipamClaimReference" is not a key of the NPWG spec, write "ipam-claim-reference"`)
 }
 
 // TestNPWGIPsWithoutPrefixPassThrough: "ips" entries may omit the prefix

@@ -38,8 +38,10 @@ var ifnameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 func usableIfname(s string) bool { return ifnameRe.MatchString(s) && s != "lo" && s != "eth0" }
 
 // choose picks the attachments (without their capability args), with the
-// notes of what it ignored, or says why there are none (Skip).
-func (p *Planner) choose(ctx context.Context, pod Pod) (Plan, error) {
+// notes of what it ignored, or says why there are none (Skip). defaults are
+// the pod's default networks, which come first: what choose names is
+// numbered after them, and a name the pod gives one of theirs is refused.
+func (p *Planner) choose(ctx context.Context, pod Pod, defaults []Attachment) (Plan, error) {
 	value, annotated := pod.Annotations[AnnotationNetworks]
 	npwgValue, npwg := pod.Annotations[AnnotationNPWGNetworks]
 	if f := p.MultusOwns(pod.Annotations); f != "" {
@@ -57,7 +59,7 @@ func (p *Planner) choose(ctx context.Context, pod Pod) (Plan, error) {
 		if strings.TrimSpace(npwgValue) == "" {
 			return Plan{Skip: fmt.Sprintf("opted out (empty %s annotation)", AnnotationNPWGNetworks)}, nil
 		}
-		atts, notes, err := p.npwg(ctx, pod.Namespace, npwgValue)
+		atts, notes, err := p.npwg(ctx, pod.Namespace, npwgValue, defaults)
 		return Plan{Attachments: atts, Notes: notes}, err
 	}
 	if p.cfg.PodSelection && p.cfg.RequireAnnotation && !annotated {
@@ -70,33 +72,38 @@ func (p *Planner) choose(ctx context.Context, pod Pod) (Plan, error) {
 		}
 		atts := make([]Attachment, 0, len(nets))
 		for i, n := range nets {
-			atts = append(atts, Attachment{Network: n, IfName: p.cfg.Ifname(i)})
+			atts = append(atts, Attachment{Network: n, IfName: p.cfg.Ifname(len(defaults) + i)})
 		}
 		return Plan{Attachments: atts}, nil
 	}
 	if strings.TrimSpace(value) == "" {
 		return Plan{Skip: fmt.Sprintf("opted out (empty %s annotation)", AnnotationNetworks)}, nil
 	}
-	atts, err := p.own(value)
+	atts, err := p.own(value, defaults)
 	return Plan{Attachments: atts}, err
 }
 
 // own parses "net-a, net-b@eth5": networks by CNI config name (loaded from
 // confDir only), optional interface names; the others get
-// <ifnamePrefix><n>, skipping names already taken.
-func (p *Planner) own(value string) ([]Attachment, error) {
+// <ifnamePrefix><n>, skipping names already taken (the default networks'
+// first).
+func (p *Planner) own(value string, defaults []Attachment) ([]Attachment, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s=%q: %s", ErrBadAnnotation, AnnotationNetworks, value, fmt.Sprintf(format, args...))
 	}
-	if err := checkListLength(AnnotationNetworks, value, p.cfg.Limits.MaxNetworksPerPod); err != nil {
-		return nil, err
+	if err := checkListLength(AnnotationNetworks, value, p.cfg.Limits.MaxNetworksPerPod-len(defaults)); err != nil {
+		return nil, withDefaults(err, len(defaults))
 	}
+	reserved := reservedNames(defaults)
 	loaded := map[string]*cni.Network{}
 	for _, n := range p.cat.Local() {
 		loaded[n.Name] = n
 	}
 	var atts []Attachment
 	taken := map[string]bool{}
+	for name := range reserved {
+		taken[name] = true
+	}
 	for i, part := range strings.Split(value, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -110,6 +117,9 @@ func (p *Planner) own(value string) ([]Attachment, error) {
 		if explicit {
 			if !usableIfname(ifname) {
 				return nil, bad("entry %d: %q is not a usable interface name", i+1, ifname)
+			}
+			if d, ok := reserved[ifname]; ok {
+				return nil, bad("entry %d: interface %q is %s's", i+1, ifname, d)
 			}
 			if taken[ifname] {
 				return nil, bad("entry %d: interface %q used twice", i+1, ifname)

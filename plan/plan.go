@@ -48,6 +48,9 @@ type Attachment struct {
 	// Claim is the DRA claim device that asked for the attachment; nil
 	// for an annotation's or nri.conf's.
 	Claim *ClaimRef
+	// Default: one of nri.conf's defaultNetworks, which every pod gets
+	// before its other networks; hot-plug neither adds nor removes one.
+	Default bool
 }
 
 // Name is what status and events call a's network: its NAD, else its CNI
@@ -206,9 +209,12 @@ func (p *Planner) CheckReady(atts []Attachment) error {
 	return nil
 }
 
-// Plan decides what a pod gets. Plan.Skip (non-empty) says why it gets
-// nothing: its namespace is filtered out, it opted out, it did not ask
-// (requireAnnotation), or Multus owns its NPWG annotation here. Every
+// Plan decides what a pod gets: nri.conf's defaultNetworks first, then what
+// it asks for (or nri.conf's networks), then its claims. Plan.Skip
+// (non-empty) says why it gets nothing: its namespace is filtered out, it
+// opted out, it did not ask (requireAnnotation), or Multus owns its NPWG
+// annotation here — and it has no default network. A pod served that carries
+// Multus's default-network annotation is refused (multusdefault.go). Every
 // annotation is checked against limits.* before it is parsed, and planning
 // stops when ctx ends (the runtime's deadline). Readiness is not checked
 // here (CheckReady: at pod start for every attachment, at hot-plug for the
@@ -225,24 +231,36 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if err := checkAnnotationSizes(pod.Annotations, p.cfg.Limits); err != nil {
 		return Plan{}, err
 	}
-	chosen, err := p.choose(ctx, pod)
+	defaults, err := p.defaults(pod.Namespace)
 	if err != nil {
 		return Plan{}, err
 	}
-	if chosen.Skip != "" && len(pod.Claims) == 0 {
+	chosen, err := p.choose(ctx, pod, defaults)
+	if err != nil {
+		return Plan{}, err
+	}
+	if chosen.Skip != "" && len(pod.Claims) == 0 && len(defaults) == 0 {
 		return Plan{Skip: chosen.Skip}, nil
 	}
 	atts := chosen.Attachments
+	// The pod's capability annotations are for the networks it chose (or
+	// nri.conf's networks), never the default networks: those are the
+	// admin's, the same for every pod.
 	if err := p.podCaps.fill(atts, pod.Annotations); err != nil {
 		return Plan{}, err
 	}
+	atts = append(defaults, atts...)
 	if len(pod.Claims) == 0 {
-		return Plan{Attachments: atts, Notes: chosen.Notes}, nil
+		return p.served(pod, Plan{Attachments: atts, Notes: chosen.Notes})
 	}
 	// A pod's claims attach whatever its annotations say: it asked for
 	// them explicitly, and the kubelet prepared them.
 	if total := len(atts) + len(pod.Claims); total > p.cfg.Limits.MaxNetworksPerPod {
-		return Plan{}, &LimitError{Subject: "the pod's annotations and ResourceClaims", What: "networks", Got: total,
+		subject := "the pod's annotations and ResourceClaims"
+		if len(defaults) > 0 {
+			subject = fmt.Sprintf("the pod's annotations and ResourceClaims, with the %d %s of nri.conf", len(defaults), config.DefaultNetworksKey)
+		}
+		return Plan{}, &LimitError{Subject: subject, What: "networks", Got: total,
 			Max: p.cfg.Limits.MaxNetworksPerPod, Key: config.MaxNetworksPerPodKey}
 	}
 	taken := map[string]bool{}
@@ -257,7 +275,7 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if err := combinedDefaultRoutes(atts); err != nil {
 		return Plan{}, err
 	}
-	return Plan{Attachments: atts, Notes: chosen.Notes}, nil
+	return p.served(pod, Plan{Attachments: atts, Notes: chosen.Notes})
 }
 
 // nameInterfaces gives the attachments without an interface name

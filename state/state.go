@@ -75,6 +75,9 @@ type Network struct {
 	// Claim is the DRA claim device that asked for the network; nil for an
 	// annotation's or nri.conf's.
 	Claim *ClaimRef `json:"claim,omitempty"`
+	// Default: one of nri.conf's defaultNetworks, attached when the pod
+	// started; hot-plug never removes it.
+	Default bool `json:"default,omitempty"`
 	// Result is the ADD's CNI result, kept for claim networks only (their
 	// status.devices[].data).
 	Result json.RawMessage `json:"result,omitempty"`

@@ -161,7 +161,7 @@ func Cases() []Case {
 			`{"type":"tuning"}`, `,{"type":"host-device","device":"eth0"}]}`), "types", ""},
 		{"over the size limit in bytes, not in characters", "", v1 + `"type":"bridge","bridge":"nad-a","description":"` +
 			strings.Repeat("é", MaxBytes/2) + `"}`, Size, ""},
-		{"over the CRD's maxLength", "", big(MaxBytes + 1), Size, ""},
+		{"just over the size limit", "", big(MaxBytes + 1), Size, ""},
 	}
 }
 

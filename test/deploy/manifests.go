@@ -182,6 +182,19 @@ func (b *Base) ConfigMapFiles(v *corev1.Volume) (map[string]string, error) {
 	return files, nil
 }
 
+// MultusCRDFile is the NetworkAttachmentDefinition CRD Multus installs
+// (v4.3.0, as is), relative to the module root.
+const MultusCRDFile = "test/deploy/testdata/multus-crd-v4.3.0.yaml"
+
+// LoadMultusCRD decodes MultusCRDFile strictly.
+func LoadMultusCRD(repoRoot string) (*CRD, error) {
+	var crd CRD
+	if err := DecodeStrict(filepath.Join(repoRoot, MultusCRDFile), &crd); err != nil {
+		return nil, err
+	}
+	return &crd, nil
+}
+
 // KindConfig is the part of kind's v1alpha4 Cluster schema
 // deploy/kind/kind-config.yaml uses.
 type KindConfig struct {

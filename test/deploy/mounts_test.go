@@ -72,6 +72,45 @@ func TestMountsCoverEveryPathNriCniUses(t *testing.T) {
 	assert.Equal(t, "/var/run/netns", v.HostPath.Path)
 }
 
+// The host's / at /host: the CNI plugins run chrooted into it (nri.conf
+// pluginRoot) and the fail-closed check reads the runtime's config under it
+// (failClosed.nodeRoot). Pod netns pinned after nri-cni started must appear
+// under it (HostToContainer); plugins write the host's files (writable).
+// binDirs are host paths, so the host's dirs the init container fills.
+func TestHostRootMount(t *testing.T) {
+	b := loadBase(t)
+	c := b.Container(ContainerName)
+	cfg := parseNriConf(t, b)
+	require.NotEmpty(t, cfg.PluginRoot, "deploy/base runs the plugins against the host")
+	m := MountFor(c, cfg.PluginRoot)
+	require.NotNil(t, m, "pluginRoot %s is on no mount", cfg.PluginRoot)
+	assert.Equal(t, cfg.PluginRoot, m.MountPath, "pluginRoot is the mount itself")
+	v := b.Volume(m.Name)
+	require.NotNil(t, v)
+	require.NotNil(t, v.HostPath, "the host's root (hostPath)")
+	assert.Equal(t, "/", v.HostPath.Path)
+	require.NotNil(t, v.HostPath.Type)
+	assert.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type)
+	require.NotNil(t, m.MountPropagation, "pins made later must show")
+	assert.Equal(t, corev1.MountPropagationHostToContainer, *m.MountPropagation)
+	assert.False(t, m.ReadOnly, "plugins write the host's /var/lib/cni, /run, iptables")
+	assert.Equal(t, cfg.PluginRoot, cfg.FailClosed.NodeRoot, "the fail-closed check reads the host's /etc there")
+
+	ic := b.Container(InitContainerName)
+	require.NotNil(t, ic)
+	to := ""
+	for i, a := range ic.Args {
+		if a == "--to" && i+1 < len(ic.Args) {
+			to = ic.Args[i+1]
+		}
+	}
+	im := MountFor(ic, to)
+	require.NotNil(t, im, "the init container's --to %s", to)
+	iv := b.Volume(im.Name)
+	require.NotNil(t, iv.HostPath)
+	assert.Contains(t, cfg.BinDirs, iv.HostPath.Path, "binDirs name the host dir the plugins are installed into")
+}
+
 func TestVolumesAreSaneAndAllUsed(t *testing.T) {
 	b := loadBase(t)
 	spec := b.DaemonSet.Spec.Template.Spec
@@ -86,12 +125,9 @@ func TestVolumesAreSaneAndAllUsed(t *testing.T) {
 					"%s: %s: nothing mounts back into the host", c.Name, m.Name)
 			}
 			if v.HostPath != nil && c.Name == ContainerName {
-				if v.HostPath.Path == "/etc" {
-					// The host's /etc, only read (the fail-closed check of
-					// the runtime's config, under nri.conf's nodeRoot).
-					assert.Equal(t, "/host/etc", m.MountPath, m.Name)
-					assert.True(t, m.ReadOnly, "%s: the host's /etc is read only", m.Name)
-					assert.Equal(t, "/host", parseNriConf(t, b).FailClosed.NodeRoot, "nri.conf's failClosed.nodeRoot is where it is mounted")
+				if v.HostPath.Path == "/" {
+					// The host's root (TestHostRootMount).
+					assert.Equal(t, "/host", m.MountPath, m.Name)
 					continue
 				}
 				assert.Equal(t, v.HostPath.Path, m.MountPath,

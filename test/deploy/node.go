@@ -159,10 +159,12 @@ func (n Node) Command(ctx context.Context, mounts []Mount, argv []string) *exec.
 // PluginMounts are the mounts of the plugin container c on a node whose
 // runtime listens on nriSocket and pins pod netns in netnsDir: the node
 // side first (the socket at the node path c's --socket names, netnsDir at
-// the node's /var/run/netns), then the runtime's and c's own mounts. A
-// runtime pinning outside /var/run/netns (as a test's does) reports pinned
-// paths under netnsDir, so the container's /var/run/netns is also shown
-// there, with that mount's propagation.
+// the node's /var/run/netns, the node's /proc, /sys and /dev, which CNI
+// plugins chrooted into the node's root use), then the runtime's and c's
+// own mounts. A runtime pinning outside /var/run/netns (as a test's does)
+// reports pinned paths under netnsDir, so the container's /var/run/netns is
+// also shown there, with that mount's propagation, and the node has
+// netnsDir at that path too.
 func (n Node) PluginMounts(b *Base, c *corev1.Container, nriSocket, netnsDir string) ([]Mount, error) {
 	socket := ""
 	for i, a := range c.Args {
@@ -180,6 +182,12 @@ func (n Node) PluginMounts(b *Base, c *corev1.Container, nriSocket, netnsDir str
 	mounts := []Mount{
 		{Source: nriSocket, Target: n.HostPath(socket), File: true},
 		{Source: netnsDir, Target: n.HostPath("/var/run/netns"), Slave: true},
+	}
+	for _, p := range []string{"/proc", "/sys", "/dev"} {
+		mounts = append(mounts, Mount{Source: p, Target: n.HostPath(p)})
+	}
+	if netnsDir != "/var/run/netns" {
+		mounts = append(mounts, Mount{Source: netnsDir, Target: n.HostPath(netnsDir), Slave: true})
 	}
 	mounts = append(append(mounts, n.RuntimeMounts()...), own...)
 	if netnsDir != "/var/run/netns" {

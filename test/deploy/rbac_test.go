@@ -70,8 +70,8 @@ func TestCRDIsTheNPWGOne(t *testing.T) {
 	assert.Equal(t, nadv1.SchemeGroupVersion.Group, crd.Spec.Group)
 	assert.Equal(t, "Namespaced", crd.Spec.Scope)
 	assert.Equal(t, CRDNames{Plural: nadResource, Singular: "network-attachment-definition",
-		Kind: "NetworkAttachmentDefinition", ListKind: "NetworkAttachmentDefinitionList",
-		ShortNames: []string{"net-attach-def"}}, crd.Spec.Names)
+		Kind: "NetworkAttachmentDefinition", ShortNames: []string{"nad", "net-attach-def"}}, crd.Spec.Names,
+		"listKind left to the API server's default (NetworkAttachmentDefinitionList), as Multus does")
 	require.Len(t, crd.Spec.Versions, 1)
 	v := crd.Spec.Versions[0]
 	assert.Equal(t, nadv1.SchemeGroupVersion.Version, v.Name)
@@ -83,6 +83,35 @@ func TestCRDIsTheNPWGOne(t *testing.T) {
 	assert.Equal(t, "object", s.Properties["spec"].Type)
 	assert.Equal(t, "string", s.Properties["spec"].Properties["config"].Type, "spec.config is a string")
 	assert.Empty(t, s.Properties["spec"].Required, "spec.config is optional (empty: the file of that name)")
+	assert.Nil(t, s.Properties["spec"].Properties["config"].MaxLength,
+		"no maxLength: kubernetes.maxNADConfigBytes bounds spec.config (the node, the NAD admission policy)")
+}
+
+// TestCRDIsMultusOne: deploy/base's CRD (and the chart's copy, checked
+// equal to it by test/kubeapi's TestHelmTemplateMatchesBase) is the one
+// Multus installs, in every field the API server keeps: group, names and
+// short names, scope, versions and the schema with its descriptions. So
+// applying one over the other changes nothing (test/kubeapi shows it on a
+// real API server), and `kubectl get net-attach-def` and `kubectl get nad`
+// work whichever was applied last.
+func TestCRDIsMultusOne(t *testing.T) {
+	multus, err := LoadMultusCRD(RepoRoot())
+	require.NoError(t, err)
+	ours := loadBase(t).CRD
+	assert.Equal(t, multus.TypeMeta, ours.TypeMeta)
+	assert.Equal(t, multus.Name, ours.Name)
+	assert.Equal(t, multus.Spec.Group, ours.Spec.Group)
+	assert.Equal(t, multus.Spec.Names, ours.Spec.Names, "names, short names")
+	assert.Equal(t, multus.Spec.Scope, ours.Spec.Scope)
+	require.Len(t, ours.Spec.Versions, len(multus.Spec.Versions))
+	for i, v := range multus.Spec.Versions {
+		assert.Equal(t, v.Name, ours.Spec.Versions[i].Name)
+		assert.Equal(t, v.Served, ours.Spec.Versions[i].Served, v.Name)
+		assert.Equal(t, v.Storage, ours.Spec.Versions[i].Storage, v.Name)
+		assert.Equal(t, v.Schema, ours.Spec.Versions[i].Schema, "%s: the schema, descriptions included", v.Name)
+	}
+	assert.Equal(t, multus.Spec, ours.Spec, "nothing else either")
+	assert.Empty(t, ours.Annotations)
 }
 
 // TestPolicyNarrowsTheServiceAccount: the policy is bound, denies, fails

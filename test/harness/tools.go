@@ -19,7 +19,7 @@ import (
 
 // Tools are the directories of the pinned binaries.
 type Tools struct {
-	CNIDir        string // bridge, host-local, loopback, portmap, tuning, bandwidth
+	CNIDir        string // bridge, host-local, loopback, portmap, tuning, bandwidth, dhcp, firewall
 	ContainerdDir string // containerd, containerd-shim-runc-v2, ctr
 	RuncDir       string // runc
 	CRIODir       string // crio, pinns, conmon (install-crio.sh); "" from EnsureContainerdTools

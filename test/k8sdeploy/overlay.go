@@ -46,6 +46,12 @@ type Overlay struct {
 	// SharedNamespace is the one namespace nri.conf's
 	// kubernetes.sharedNamespaces lists (unique; the tests create it).
 	SharedNamespace string
+	// HostNetsNamespace is the one namespace whose NADs may reach the host
+	// (unique; the tests create it): its kubernetes.nadPolicy rule allows
+	// bridge with isGateway and ipMasq, portmap (pods may use
+	// nri-cni.io/port-mappings: podCapabilities), and the dhcp IPAM with a
+	// daemon socket under DHCPDir (a node path).
+	HostNetsNamespace, DHCPDir string
 
 	// Node paths behind the DaemonSet's hostPath volumes.
 	StateDir string // for /var/lib/nri-cni: nri-cni's records
@@ -54,11 +60,16 @@ type Overlay struct {
 	CNIConf  string // for /etc/cni
 	NRIDir   string // for /var/run/nri: the dir of the node runtime's nri.sock
 	NetnsDir string // for /var/run/netns: where the node runtime pins pod netns
-	// HostEtc is for /etc (read only: the fail-closed check reads the
-	// runtime's config there): copies of the node runtime's config and
-	// drop-ins at their node paths, etc/containerd/{config.toml,conf.d} or
-	// etc/crio/{crio.conf,crio.conf.d}.
-	HostEtc string
+	// HostRoot is for / (nri.conf pluginRoot: the CNI plugins run chrooted
+	// into it; the fail-closed check reads the runtime's config under it):
+	// the test node is this machine, so a stand-in of its root
+	// (harness.MountNodeRoot: this machine's /usr, /etc, /proc, ... with
+	// the node's private dirs at their node paths: CNIBin at /opt/cni/bin,
+	// CacheDir at /var/lib/cni, NetnsDir with the runtime's pins, DHCPDir,
+	// the runtime's config), a shared mount as HostToContainer needs. Not
+	// this machine's / itself: a recursive bind of it would hold every other
+	// test's mounts in nri-cni's container (this VM's / is private).
+	HostRoot string
 	// RunDir is for /var/run/nri-cni (the await hook's socket) and HookBin
 	// for /opt/nri-cni/bin (the hook's binary): the runtime runs the hook on
 	// the node, so nri.conf names them by their node paths, and nri-cni
@@ -70,7 +81,7 @@ type Overlay struct {
 	// registers) and nri.conf's kubernetes.dra.kubeletDir names it.
 	KubeletDir string
 
-	unshare func() error
+	unshare, unroot func() error
 }
 
 // Kubectl runs kubectl (a cluster's) and returns its output.
@@ -106,9 +117,10 @@ func decodeRendered(b *deploy.Base, out string) error {
 // WriteOverlay renders deploy/base with kubectl (RenderBase), writes an
 // overlay of it into dir/overlay for the node whose runtime is rt (its NRI
 // socket's directory and where it pins pod netns differ by runtime), creates
-// the node dirs under dir/node and makes the pinned-netns dir a shared
+// the node dirs under dir/node, makes the pinned-netns dir a shared
 // mount (so HostToContainer propagation reaches nri-cni, as /var/run/netns
-// does on a node). apiHost and apiPort are the API server's address for the
+// does on a node) and mounts the stand-in of the node's root (HostRoot, for
+// the DaemonSet's hostPath / that the plugins run chrooted into). apiHost and apiPort are the API server's address for the
 // in-cluster client; kubeletDir the kubelet's --root-dir. A hostPath of the base without a private stand-in, or a
 // metrics address missing from the args or the liveness probe, is an error.
 func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubectl Kubectl, apiHost, apiPort, kubeletDir string) (o *Overlay, err error) {
@@ -125,8 +137,8 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 	o = &Overlay{Dir: filepath.Join(dir, "overlay"), Bridge: harness.RandomName("nck"), Subnet: harness.RandomSubnet(180),
 		StateDir: filepath.Join(node, "state"), CacheDir: filepath.Join(node, "cni-cache"),
 		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: filepath.Dir(rt.NRIAddress()),
-		HostEtc: filepath.Join(node, "etc"), RunDir: filepath.Join(node, "run"), HookBin: filepath.Join(node, "hook-bin"),
-		NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
+		HostRoot: filepath.Join(node, "root"), RunDir: filepath.Join(node, "run"), HookBin: filepath.Join(node, "hook-bin"),
+		DHCPDir: filepath.Join(node, "dhcp"), NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
 		KubeletDir: kubeletDir}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
@@ -171,16 +183,13 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		}
 		fc["hookSocket"] = filepath.Join(o.RunDir, filepath.Base(fc["hookSocket"].(string)))
 		fc["hookPath"] = filepath.Join(o.HookBin, filepath.Base(fc["hookPath"].(string)))
-		return nil
+		return o.editHostRoot(conf, rt)
 	})
 	if err != nil {
 		return nil, err
 	}
 	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: b.ConfigMap.Data[deploy.ConfigKey]})
-	if err := copyRuntimeConfig(rt, o.HostEtc); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir, o.RunDir, o.HookBin} {
+	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir, o.RunDir, o.HookBin, o.DHCPDir, o.HostRoot} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
 		}
@@ -216,7 +225,28 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 	if o.unshare, err = deploy.ShareMount(o.NetnsDir); err != nil {
 		return nil, err
 	}
+	if o.unroot, err = o.mountHostRoot(rt); err != nil {
+		return nil, errors.Join(err, o.Close())
+	}
 	return o, nil
+}
+
+// mountHostRoot mounts the node root's stand-in at HostRoot (after NetnsDir
+// is shared: its bind there passes the runtime's pins on).
+func (o *Overlay) mountHostRoot(rt cluster.NodeRuntime) (func() error, error) {
+	binds := []harness.RootBind{
+		{Source: o.CNIBin, Path: "/opt/cni/bin", ReadOnly: true},
+		{Source: o.CacheDir, Path: "/var/lib/cni"},
+		{Source: o.NetnsDir, Path: o.NetnsDir, Peer: true},
+		{Source: o.DHCPDir, Path: o.DHCPDir},
+	}
+	// The runtime's config and drop-ins (failClosed's paths name them).
+	for _, p := range []string{rt.ConfigFile(), rt.ConfDir()} {
+		if _, err := os.Stat(p); err == nil {
+			binds = append(binds, harness.RootBind{Source: p, Path: p, ReadOnly: true})
+		}
+	}
+	return harness.MountNodeRoot(o.HostRoot, true, binds...)
 }
 
 // baseFor is the kustomization to apply on the cluster kubectl talks to:
@@ -243,10 +273,19 @@ func baseFor(ctx context.Context, kubectl Kubectl, baseDir string) (string, erro
 	return baseDir, nil
 }
 
-// Close undoes the shared mount and deletes the example network's bridge
-// (both unique to this overlay). Call it after the cluster is closed.
+// Close unmounts the node root's stand-in, undoes the shared mount and
+// deletes the example network's bridge (all unique to this overlay). Call
+// it after the cluster is closed.
 func (o *Overlay) Close() error {
 	var errs []error
+	if o.unroot != nil {
+		if err := o.unroot(); err != nil {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", o.HostRoot, err))
+		} else {
+			_ = os.Remove(o.HostRoot) // empty now; never removed recursively
+		}
+		o.unroot = nil
+	}
 	if o.unshare != nil {
 		// cluster.Close unmounts everything under its dir, this too.
 		if err := o.unshare(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
@@ -333,7 +372,7 @@ func daemonSetOps(b *deploy.Base, o *Overlay) ([]jsonOp, error) {
 	standIn := map[string]string{
 		"/var/run/nri": o.NRIDir, "/var/run/netns": o.NetnsDir, "/opt/cni/bin": o.CNIBin,
 		"/etc/cni": o.CNIConf, "/var/lib/cni": o.CacheDir, "/var/lib/nri-cni": o.StateDir,
-		"/etc": o.HostEtc, "/var/run/nri-cni": o.RunDir, "/opt/nri-cni/bin": o.HookBin,
+		"/": o.HostRoot, "/var/run/nri-cni": o.RunDir, "/opt/nri-cni/bin": o.HookBin,
 	}
 	for i, v := range ps.Volumes {
 		if v.HostPath == nil {
@@ -415,38 +454,45 @@ func freeLoopbackAddr() (string, error) {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
-// copyRuntimeConfig copies the node runtime's config and drop-ins into etc
-// at the paths a node has them (what nri-cni's fail-closed check reads
-// there under failClosed.nodeRoot).
-func copyRuntimeConfig(rt cluster.NodeRuntime, etc string) error {
-	main, dropIns := "containerd/config.toml", "containerd/conf.d"
-	if rt.Name() == cluster.RuntimeCRIO || strings.Contains(strings.ToLower(rt.Name()), "cri-o") {
-		main, dropIns = "crio/crio.conf", "crio/crio.conf.d"
+// editHostRoot: the fail-closed check reads the node runtime's own config
+// files (at their paths under HostRoot; deploy/base names a node's
+// /etc/containerd/config.toml or /etc/crio), pods may use
+// nri-cni.io/port-mappings, and the NADs of HostNetsNamespace may reach the
+// host (portmap, dhcp, ipMasq).
+func (o *Overlay) editHostRoot(conf map[string]any, rt cluster.NodeRuntime) error {
+	if root, _ := conf["pluginRoot"].(string); root == "" || root == "/" {
+		return errors.New("pluginRoot is not set (the plugins must run against the host)")
 	}
-	copyFile := func(src, dst string) error {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return fmt.Errorf("overlay: the runtime's config: %w", err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return fmt.Errorf("overlay: %w", err)
-		}
-		return os.WriteFile(dst, data, 0o644)
+	fc, _ := conf["failClosed"].(map[string]any)
+	if fc == nil {
+		return errors.New("no failClosed section")
 	}
-	if err := copyFile(rt.ConfigFile(), filepath.Join(etc, main)); err != nil {
-		return err
+	if isCRIO(rt) {
+		fc["crioConfig"], fc["crioConfigDir"] = rt.ConfigFile(), rt.ConfDir()
+	} else {
+		fc["containerdConfig"] = rt.ConfigFile()
 	}
-	entries, err := os.ReadDir(rt.ConfDir())
-	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("overlay: the runtime's drop-ins: %w", err)
+	caps, _ := conf["podCapabilities"].([]any)
+	conf["podCapabilities"] = append(caps, "portMappings")
+	k, _ := conf["kubernetes"].(map[string]any)
+	np, _ := k["nadPolicy"].(map[string]any)
+	if np == nil {
+		return errors.New("no kubernetes.nadPolicy")
 	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		if err := copyFile(filepath.Join(rt.ConfDir(), e.Name()), filepath.Join(etc, dropIns, e.Name())); err != nil {
-			return err
-		}
+	nss, _ := np["namespaces"].(map[string]any)
+	if nss == nil {
+		nss = map[string]any{}
+		np["namespaces"] = nss
 	}
-	return os.MkdirAll(filepath.Join(etc, dropIns), 0o755)
+	o.HostNetsNamespace = harness.RandomName("host-nets-")
+	nss[o.HostNetsNamespace] = map[string]any{
+		"types":   []string{"bridge", "host-local", "dhcp", "portmap"},
+		"bridges": []string{"nad-*"}, "ipamRanges": []string{"10.251.0.0/16"},
+		"paths": []string{o.DHCPDir}, "hostGateway": true,
+	}
+	return nil
+}
+
+func isCRIO(rt cluster.NodeRuntime) bool {
+	return rt.Name() == cluster.RuntimeCRIO || strings.Contains(strings.ToLower(rt.Name()), "cri-o")
 }

@@ -21,7 +21,7 @@ import (
 func TestDaemonSetOps(t *testing.T) {
 	b, err := deploy.LoadBase(harness.RepoRoot())
 	require.NoError(t, err)
-	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x", HostEtc: "/e", RunDir: "/r", HookBin: "/h",
+	o := &Overlay{MetricsAddr: "127.0.0.1:1", StateDir: "/s", CacheDir: "/c", CNIBin: "/b", CNIConf: "/f", NRIDir: "/n", NetnsDir: "/x", HostRoot: "/hr", RunDir: "/r", HookBin: "/h",
 		KubeletDir: "/k"}
 	ops, err := daemonSetOps(b, o)
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestDaemonSetOps(t *testing.T) {
 			assert.Equal(t, "/k/"+rest, to, v.Name)
 			continue
 		}
-		assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x", "/e", "/r", "/h"}, to, v.Name)
+		assert.Contains(t, []any{"/s", "/c", "/b", "/f", "/n", "/x", "/hr", "/r", "/h"}, to, v.Name)
 	}
 	for i, c := range ps.Containers {
 		assert.Equal(t, "Never", got[fmt.Sprintf("/spec/template/spec/containers/%d/imagePullPolicy", i)], c.Name)

@@ -238,8 +238,8 @@ tolerations: []
 		if v.Name == "networks" {
 			found = true
 			require.NotNil(t, v.ConfigMap)
-			require.Len(t, v.ConfigMap.Items, 1)
-			assert.Equal(t, "macvlan.conf", v.ConfigMap.Items[0].Path)
+			assert.Equal(t, o.ConfigMap.Name, v.ConfigMap.Name)
+			assert.Empty(t, v.ConfigMap.Items, "every key: a network added to the ConfigMap appears in confDir")
 		}
 	}
 	assert.True(t, found, "networks volume")

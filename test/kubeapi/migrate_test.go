@@ -94,12 +94,20 @@ func testMigrateCheck(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		"host":      "storage",
 		"finished":  "storage",
 		"plain":     "",
+		// Multus's other eth0: refused where nri-cni attaches, else it
+		// differs all the same (the pod starts on the cluster network).
+		"calico":      "storage",
+		"calico-only": "",
 	}
 	for name, networks := range pods {
 		p := pendingPod(team, name, networks)
 		switch name {
 		case "plain":
 			p.Annotations = nil
+		case "calico":
+			p.Annotations[plan.AnnotationMultusDefaultNetwork] = "kube-system/calico"
+		case "calico-only":
+			p.Annotations = map[string]string{plan.AnnotationMultusDefaultNetwork: "kube-system/calico"}
 		case "host":
 			p.Spec.HostNetwork = true
 		}
@@ -143,14 +151,18 @@ func testMigrateCheck(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		`too-many +refuse +differs +- +limits +.*33 networks, more than limits.maxNetworksPerPod`,
 		`vm +attach +same +` + team + `/storage@net1 +- +ignored: .*"vm-a.storage"`,
 		`host +ignore +same +- +host-network`,
+		`calico +refuse +differs +- +default-network +annotation v1.multus-cni.io/default-network="kube-system/calico" refused`,
+		`calico-only +ignore +differs +- +default-network +.*nri-cni never replaces eth0, so the pod starts on the cluster network`,
 	} {
 		assert.Regexp(t, `(?m)^`+team+` +`+row, table)
 	}
 	assert.NotRegexp(t, `(?m)^\S+ +(finished|plain) `, table, "a finished pod and one without the annotation are not judged")
-	assert.Contains(t, table, "12 pods ask for networks (k8s.v1.cni.cncf.io/networks), of 14 listed (1 finished, not judged)")
+	assert.Contains(t, table, "14 pods ask for networks (k8s.v1.cni.cncf.io/networks), of 16 listed (1 finished, not judged)")
 	assert.Contains(t, table, "  5 would work unchanged\n")
-	assert.Contains(t, table, "  5 would differ: capability-not-allowed 1, default-route 1, limits 1, nad-policy 1, namespace-isolation 1\n")
+	assert.Contains(t, table, "  7 would differ: capability-not-allowed 1, default-network 2, default-route 1, limits 1, nad-policy 1, namespace-isolation 1\n")
 	assert.Contains(t, table, "  2 fail with Multus too: interface-name-refused 1, no-such-nad 1\n")
+	assert.Regexp(t, `(?m)^`+team+` +uplink +kubernetes\.nadPolicy\.default\.masters +spec\.config\.master: "eth0"`, table, "the NAD the policy refuses")
+	assert.Contains(t, table, "\n1 of 4 NetworkAttachmentDefinitions refused by kubernetes.nadPolicy: kubernetes.nadPolicy.default.masters 1\n")
 
 	// Every namespace, as JSON: the same verdicts.
 	code, out, stderr := run("-o", "json")
@@ -163,7 +175,7 @@ func testMigrateCheck(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			got[p.Name] = p
 		}
 	}
-	require.Len(t, got, 12)
+	require.Len(t, got, 14)
 	assert.Equal(t, []migrate.Network{{NAD: team + "/storage", Network: "storage", Interface: "net1"},
 		{NAD: team + "/data", Network: "data", Interface: "eth1"},
 		{NAD: team + "/secondary", Network: "secondary", Interface: "net3"}}, got["positions"].Networks,
@@ -171,7 +183,8 @@ func testMigrateCheck(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	assert.Equal(t, []string{"mac"}, got["json"].Networks[0].Capabilities)
 	assert.Equal(t, migrate.ReasonNADPolicy, got["policy"].Reason)
 	assert.Equal(t, migrate.FailsBoth, got["missing"].Multus)
-	assert.Equal(t, 12, rep.Summary.Pods, "no other namespace's pod asks for networks")
+	assert.Equal(t, migrate.ReasonDefaultNetwork, got["calico-only"].Reason)
+	assert.Equal(t, 14, rep.Summary.Pods, "no other namespace's pod asks for networks")
 	assert.Len(t, got["vm"].Ignored, 1)
 
 	// The identity needs exactly that: without list on pods it cannot run,

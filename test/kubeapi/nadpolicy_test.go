@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/config"
@@ -80,7 +79,7 @@ func TestNADPolicyEquivalence(t *testing.T) {
 	require.NoError(t, err)
 
 	pol := policytest.Policy(telcoNS)
-	vap, err := nadpolicy.AdmissionPolicy(pol, policytest.MaxBytes)
+	vap, err := nadpolicy.AdmissionPolicy(pol, policytest.MaxBytes, nadpolicy.WithMode(nadpolicy.ModeDeny))
 	require.NoError(t, err)
 	vapFile := filepath.Join(t.TempDir(), "nad-policy.yaml")
 	require.NoError(t, os.WriteFile(vapFile, vap, 0o644))
@@ -132,12 +131,6 @@ func TestNADPolicyEquivalence(t *testing.T) {
 			assert.NoError(t, apiErr, "%s: the VAP admits malformed JSON (the node refuses it)", tc.Name)
 		case tc.VAP != "":
 			assert.Equal(t, policytest.Key(tc.VAP, tc.Namespace, telcoNS), apiKey, "%s: the VAP is stricter here: %v", tc.Name, apiErr)
-		case tc.Node == policytest.Size && len([]rune(tc.Config)) > policytest.MaxBytes:
-			// More characters than the CRD's maxLength: the schema refuses
-			// it before admission.
-			require.Error(t, apiErr, tc.Name)
-			assert.True(t, apierrors.IsInvalid(apiErr), "%s: %v", tc.Name, apiErr)
-			assert.Contains(t, apiErr.Error(), "spec.config", tc.Name)
 		default:
 			assert.Equal(t, nodeKey, apiKey, "%s: node %v\nAPI server %v", tc.Name, nodeErr, apiErr)
 		}
@@ -147,24 +140,47 @@ func TestNADPolicyEquivalence(t *testing.T) {
 
 	// deploy/base's nad-policy.yaml (the generator's output for its
 	// ConfigMap, TestShippedAdmissionPolicyIsGenerated) in place of the
-	// table's: what it lets through and what not.
+	// table's: what it lets through and what it warns about (its binding
+	// warns: TestNADAdmission).
 	t.Run("Shipped", func(t *testing.T) {
 		shipped := filepath.Join(deploy.RepoRoot(), "deploy", "base", "nad-policy.yaml")
 		out, err := c.Kubectl(ctx, "apply", "-f", shipped)
 		require.NoError(t, err, out)
 		waitTypeChecked(ctx, t, c, nadpolicy.AdmissionPolicyName)
+		w := newNADWriter(ctx, t, c.RESTConfig)
+		warnVerdict := func(ns, config string) (string, error) {
+			warns, err := w.create(ns, harness.RandomName("nad-"), nil, config, false)
+			if err != nil || len(warns) == 0 {
+				return "", err
+			}
+			return refusalKey(errors.New(strings.Join(warns, "\n"))), nil
+		}
+		require.Eventually(t, func() bool {
+			key, err := warnVerdict(teamNS, `{"name":"x","type":"host-device","device":"eth0"}`)
+			return err == nil && key != ""
+		}, waitFor, 200*time.Millisecond, "the shipped policy never warned")
 		ok := `{"cniVersion":"1.0.0","name":"t","plugins":[{"bridge":"nad-team","ipMasq":false,"ipam":{"ranges":[[{"subnet":"10.251.7.0/24"}]],"type":"host-local"},"isGateway":false,"type":"bridge"},{"capabilities":{"mac":true},"type":"tuning"}]}`
-		require.Eventually(t, func() bool { _, err := apiVerdict(teamNS, ok); return err == nil }, waitFor, 200*time.Millisecond,
-			"the shipped policy admits a nad-* bridge in 10.251.0.0/16")
+		key, err := warnVerdict(teamNS, ok)
+		assert.NoError(t, err)
+		assert.Empty(t, key, "the shipped policy admits a nad-* bridge in 10.251.0.0/16 without a warning")
 		for cfg, key := range map[string]string{
 			`{"cniVersion":"1.0.0","name":"t","type":"host-device","device":"eth0"}`:                                                   "kubernetes.nadPolicy.default.types",
 			`{"cniVersion":"1.0.0","name":"t","type":"macvlan","master":"eth0"}`:                                                       "kubernetes.nadPolicy.default.masters",
 			`{"cniVersion":"1.0.0","name":"t","type":"bridge","bridge":"cni0"}`:                                                        "kubernetes.nadPolicy.default.bridges",
 			`{"cniVersion":"1.0.0","name":"t","type":"bridge","bridge":"nad-a","ipam":{"type":"host-local","subnet":"10.244.0.0/16"}}`: "kubernetes.nadPolicy.default.ipamRanges",
 		} {
-			key2, err := apiVerdict(telcoNS, cfg)
-			assert.Equal(t, key, key2, "%s: %v", cfg, err)
+			key2, err := warnVerdict(telcoNS, cfg)
+			assert.NoError(t, err, "admitted (warn)")
+			assert.Equal(t, key, key2, "%s: warned about", cfg)
 		}
+
+		// The table's policy (deny) back for the next subtest.
+		out, err = c.Kubectl(ctx, "apply", "-f", vapFile)
+		require.NoError(t, err, out)
+		require.Eventually(t, func() bool {
+			_, err := apiVerdict(teamNS, `{"name":"x","type":"host-device","device":"eth0"}`)
+			return err != nil
+		}, waitFor, 200*time.Millisecond, "the table's policy never refused again")
 	})
 
 	t.Run("UpdateKeepsUnchangedConfig", func(t *testing.T) {

@@ -42,8 +42,8 @@ func BuildRecorder(dir string) (string, error) {
 }
 
 // CNIPluginsDir returns the directory of the pinned reference CNI plugins
-// (bridge, host-local, loopback, portmap, tuning, bandwidth), installing them
-// on first use. $NRI_CNI_CNI_BIN_DIR overrides.
+// (bridge, host-local, loopback, portmap, tuning, bandwidth, dhcp,
+// firewall), installing them on first use. $NRI_CNI_CNI_BIN_DIR overrides.
 func CNIPluginsDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("NRI_CNI_CNI_BIN_DIR"); d != "" {

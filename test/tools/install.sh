@@ -9,8 +9,10 @@
 #   test/tools/install.sh [--for WHAT] COMPONENT...
 #
 # Components (each command asks for its own; see the Makefile):
-#   apt      Debian packages: iproute2 iptables jq busybox-static   (root only)
-#   cni      CNI plugins (bridge, host-local, loopback, portmap, tuning, bandwidth)
+#   apt      Debian packages: iproute2 iptables jq busybox-static   (root only;
+#            busybox's udhcpd is the DHCP server of the dhcp plugin's tests)
+#   cni      CNI plugins (bridge, host-local, loopback, portmap, tuning, bandwidth,
+#            dhcp, firewall)
 #   runtime  containerd, containerd-shim-runc-v2, ctr, and runc
 #   crio     CRI-O, pinns, conmon (install-crio.sh)
 #   k8s      Kubernetes, etcd, crictl, runc with seccomp (install-k8s.sh all)
@@ -47,6 +49,11 @@ install_cni() {
 	component "$TOOLS_DIR/$name/.stamp" "$name" "CNI plugins $v" "~30s" \
 		goinstall "$TOOLS_DIR/$name" "$p/main/bridge@$v" "$p/ipam/host-local@$v" "$p/main/loopback@$v" \
 		"$p/meta/portmap@$v" "$p/meta/tuning@$v" "$p/meta/bandwidth@$v"
+	# The plugins that need the host (pluginRoot tests), into the same dir
+	# with a stamp of their own: a cache built before them gets them added,
+	# and the binaries above are never rewritten under a running test.
+	component "$TOOLS_DIR/$name/.stamp-host" "$name-host" "CNI plugins $v (dhcp, firewall)" "~20s" \
+		goinstall "$TOOLS_DIR/$name" "$p/ipam/dhcp@$v" "$p/meta/firewall@$v"
 	echo "CNI_BIN_DIR=$(local_link "$name")"
 }
 

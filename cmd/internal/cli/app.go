@@ -116,17 +116,21 @@ const usage = `usage:
   nri-cni await --socket PATH --sandbox ID [--timeout D]
                         OCI hook nri-cni adds to a container whose pod is still being
                         attached (failClosed.hookSocket): waits for the attach
-  nri-cni nad-policy [--config FILE | --configmap FILE]
-                        print the ValidatingAdmissionPolicy that refuses at kubectl
+  nri-cni nad-policy [--config FILE | --configmap FILE] [--mode warn|audit|deny]
+        [--namespace-selector SELECTOR] [--object-selector SELECTOR]
+                        print the ValidatingAdmissionPolicy that judges at kubectl
                         apply the NetworkAttachmentDefinitions kubernetes.nadPolicy
-                        refuses on the node (regenerate it after every change)
+                        refuses on the node (regenerate it after every change);
+                        its binding warns (default) or refuses, in the namespaces
+                        and NADs the label selectors match (default: all)
   nri-cni-k8s migrate-check [--config FILE | --from-configmap NS/NAME] [--conf-dir DIR]
         [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [-o table|json]
         [--chunk-size N] [--timeout D]
                         for Multus users, before switching: what nri-cni would attach,
                         refuse (and why) or ignore for every pod with
-                        k8s.v1.cni.cncf.io/networks, read from the API (list only);
-                        exit 3 when a pod would not get what Multus gives it
+                        k8s.v1.cni.cncf.io/networks, and which NADs kubernetes.nadPolicy
+                        refuses, read from the API (list only); exit 3 when a pod
+                        would not get what Multus gives it or a NAD is refused
   nri-cni install-plugins [--replace] --from DIR --to DIR NAME...
                         copy CNI plugins that are absent (DaemonSet init container);
                         --replace: every one (nri-cni itself, for the await hook)

@@ -39,8 +39,9 @@ type ClusterOptions struct {
 type ClusterReader func(o ClusterOptions) (Cluster, error)
 
 // exitDiffers is migrate-check's status when a pod would not get what
-// Multus gives it: distinct from 1 (the check could not run) and 2 (usage),
-// so a CI gate can tell "not safe yet" from "broken".
+// Multus gives it, or kubernetes.nadPolicy refuses a NAD: distinct from 1
+// (the check could not run) and 2 (usage), so a CI gate can tell "not safe
+// yet" from "broken".
 const exitDiffers = 3
 
 // migrateCheckCmd: `nri-cni-k8s migrate-check`: for every pod with the NPWG
@@ -94,7 +95,7 @@ func (a *app) migrateCheckCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
-	rep, err := migrate.Check(ctx, migrate.Input{Config: cfg, Local: local, Inventory: inv})
+	rep, err := migrate.Check(ctx, migrate.Input{Config: cfg, Local: local, Inventory: inv, Namespace: namespace})
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
@@ -108,7 +109,9 @@ func (a *app) migrateCheckCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
-	if !rep.OK() {
+	// A refused NAD fails every pod that names it later (a CronJob's, a
+	// Deployment scaled to zero) and cannot be written in deny mode.
+	if !rep.OK() || len(rep.NADs.Refused) > 0 {
 		return exitDiffers
 	}
 	return 0

@@ -39,6 +39,15 @@ func TestNADPolicyCommand(t *testing.T) {
 		{"invalid policy", []string{"nad-policy", "--config", bad}, 1, nil, []string{"kubernetes.nadPolicy.default.types[0]"}},
 		{"not a ConfigMap", []string{"nad-policy", "--configmap", notCM}, 1, nil, []string{"notcm.yaml", "not a ConfigMap with a nri.conf key"}},
 		{"stray args", []string{"nad-policy", "x"}, 1, nil, []string{"unexpected arguments"}},
+		{"warn by default", []string{"nad-policy", "--config", telco}, 0, []string{"  validationActions: [Warn, Audit]\n", "# Mode warn"}, nil},
+		{"deny, scoped", []string{"nad-policy", "--config", telco, "--mode", "deny",
+			"--namespace-selector", "kubernetes.io/metadata.name notin (multus-nets)", "--object-selector", "team=a"}, 0,
+			[]string{"  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchExpressions:\n" +
+				`        - {key: "kubernetes.io/metadata.name", operator: NotIn, values: ["multus-nets"]}` + "\n" +
+				"    objectSelector:\n      matchLabels:\n" + `        "team": "a"` + "\n"}, nil},
+		{"unknown mode", []string{"nad-policy", "--config", telco, "--mode", "Deny"}, 1, nil, []string{`unknown admission mode "Deny": want one of warn, audit, deny`}},
+		{"bad selector", []string{"nad-policy", "--config", telco, "--namespace-selector", "a in (b"}, 1, nil,
+			[]string{"namespace selector: bad label selector", "unbalanced parentheses"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runApp(t, nil, tc.args...)
@@ -56,5 +65,5 @@ func TestNADPolicyCommand(t *testing.T) {
 	}
 	code, stdout, _ := runApp(t, nil, "help")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, "nri-cni nad-policy [--config FILE | --configmap FILE]")
+	assert.Contains(t, stdout, "nri-cni nad-policy [--config FILE | --configmap FILE] [--mode warn|audit|deny]")
 }

@@ -99,7 +99,7 @@ func (a *app) printJSON(v any) int {
 // networkStatus asks every network in confDir for STATUS now (as the running
 // plugin does every statusInterval) and prints the answers.
 func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool) int {
-	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir})
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, PluginRoot: cfg.PluginRoot})
 	skipped, err := engine.Reload(ctx)
 	if err != nil {
 		return a.fail("status: %v", err)

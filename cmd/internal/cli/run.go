@@ -284,7 +284,11 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noV
 		// Not fatal: configs may appear later; pods fail with this error meanwhile.
 		log.WithError(err).Warn("the configured networks are not available yet")
 	}
-	log.WithFields(logrus.Fields{"confDir": cfg.ConfDir, "loaded": names, "attach": cfg.Networks}).Info("CNI networks loaded")
+	fields := logrus.Fields{"confDir": cfg.ConfDir, "binDirs": cfg.BinDirs, "loaded": names, "attach": cfg.Networks}
+	if cfg.PluginRoot != "" {
+		fields["pluginRoot"] = cfg.PluginRoot // plugins run chrooted into it
+	}
+	log.WithFields(fields).Info("CNI networks loaded")
 	return mgr, nil
 }
 

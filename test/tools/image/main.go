@@ -3,8 +3,9 @@
 //
 //	go run ./test/tools/image -out bin/nri-cni-image.tar -tag localhost/nri-cni:dev [-version V]
 //
-// It builds bin/nri-cni (static), takes the pinned CNI plugins from
-// test/tools/install.sh cni, and writes a scratch-based image with
+// It builds bin/nri-cni-k8s and bin/nri-cni-hook (./cmd/nri-cni), both
+// static, takes the pinned CNI plugins from test/tools/install.sh cni, and
+// writes a scratch-based image with /usr/local/bin/nri-cni-k8s,
 // /usr/local/bin/nri-cni and /opt/nri-cni/cni-bin/<plugin>. Load it with
 // `kind load image-archive FILE` or `ctr -n k8s.io images import FILE`.
 package main

@@ -81,23 +81,80 @@ is a JSON string or a YAML object; it must be a JSON object with a name. */}}
 {{- toYaml $files -}}
 {{- end -}}
 
+{{/* The node paths the DaemonSet mounts from .Values.hostPaths,
+kubernetes.primaryConfDir and kubernetes.kubeconfig, each checked (absolute,
+not /) and cleaned; a YAML map. Each is mounted at the same path in the
+container, so nri.conf and the arguments name them as the node does:
+nriSocketDir (the socket's directory), netns, cniBin, cniCache, state, run,
+hookBin, primaryConfDir and cniConf (its directory, mounted), kubeconfig
+(only when set, with Kubernetes mode). */}}
+{{- define "nri-cni.paths" -}}
+{{- $p := dict -}}
+{{- $keys := list "nriSocket" "netns" "cniBin" "cniCache" "state" "run" "hookBin" -}}
+{{- range $key, $_ := .Values.hostPaths -}}
+{{- if not (has $key $keys) -}}
+{{- fail (printf "hostPaths.%s: not a path the chart mounts (%s)" $key (join ", " $keys)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := $keys -}}
+{{- $v := index ($.Values.hostPaths | default dict) $key -}}
+{{- if not $v -}}
+{{- fail (printf "hostPaths.%s: must be set (an absolute path on the node)" $key) -}}
+{{- end -}}
+{{- $_ := set $p $key (include "nri-cni.checkPath" (list (printf "hostPaths.%s" $key) $v)) -}}
+{{- end -}}
+{{- $_ := set $p "nriSocketDir" (include "nri-cni.checkPath" (list "hostPaths.nriSocket's directory" (dir $p.nriSocket))) -}}
+{{- $primary := .Values.kubernetes.primaryConfDir | default "/etc/cni/net.d" -}}
+{{- $_ = set $p "primaryConfDir" (include "nri-cni.checkPath" (list "kubernetes.primaryConfDir" $primary)) -}}
+{{- $_ = set $p "cniConf" (include "nri-cni.checkPath" (list "kubernetes.primaryConfDir's directory" (dir $p.primaryConfDir))) -}}
+{{- if and .Values.kubernetes.enabled .Values.kubernetes.kubeconfig -}}
+{{- $_ = set $p "kubeconfig" (include "nri-cni.checkPath" (list "kubernetes.kubeconfig" .Values.kubernetes.kubeconfig)) -}}
+{{- end -}}
+{{- toYaml $p -}}
+{{- end -}}
+
+{{/* (list KEY PATH): PATH cleaned, or fail naming KEY unless it is an
+absolute path other than /. */}}
+{{- define "nri-cni.checkPath" -}}
+{{- $key := index . 0 -}}
+{{- $path := index . 1 | toString -}}
+{{- if or (not (isAbs $path)) (eq (clean $path) "/") -}}
+{{- fail (printf "%s: %q is not an absolute path other than / (the DaemonSet mounts it from the node)" $key $path) -}}
+{{- end -}}
+{{- clean $path -}}
+{{- end -}}
+
 {{/* nri.conf: .Values.config, the paths the DaemonSet mounts, and the
 kubernetes: section when Kubernetes mode is on. */}}
 {{- define "nri-cni.nriConf" -}}
+{{- $paths := include "nri-cni.paths" . | fromYaml -}}
 {{- $conf := deepCopy .Values.config -}}
 {{- $_ := set $conf "confDir" "/etc/nri-cni/net.d" -}}
-{{- $_ = set $conf "binDirs" (list "/opt/cni/bin") -}}
-{{- $_ = set $conf "stateDir" "/var/lib/nri-cni" -}}
-{{- $_ = set $conf "cacheDir" "/var/lib/cni" -}}
-{{- /* failClosed's paths match the DaemonSet's mounts (the host's /etc at
-/host/etc, the await hook's socket and binary at their host paths). */ -}}
+{{- /* Plugins run chrooted into the host's / (the DaemonSet mounts it at
+/host), binDirs being host paths; config.pluginRoot "" runs them in the
+image instead (binDirs then through the cniBin mount). */ -}}
+{{- if not (hasKey $conf "pluginRoot") -}}
+{{- $_ = set $conf "pluginRoot" "/host" -}}
+{{- end -}}
+{{- $_ = set $conf "binDirs" (list $paths.cniBin) -}}
+{{- $_ = set $conf "stateDir" $paths.state -}}
+{{- $_ = set $conf "cacheDir" $paths.cniCache -}}
+{{- /* failClosed's paths match the DaemonSet's mounts (the host's / at
+/host, the await hook's socket and binary at their host paths). */ -}}
 {{- $fc := deepCopy ($conf.failClosed | default dict) -}}
 {{- $_ = set $fc "nodeRoot" "/host" -}}
-{{- $_ = set $fc "hookSocket" "/var/run/nri-cni/await.sock" -}}
-{{- $_ = set $fc "hookPath" "/opt/nri-cni/bin/nri-cni" -}}
+{{- $_ = set $fc "hookSocket" (printf "%s/await.sock" $paths.run) -}}
+{{- $_ = set $fc "hookPath" (printf "%s/nri-cni" $paths.hookBin) -}}
 {{- $_ = set $conf "failClosed" $fc -}}
 {{- if .Values.kubernetes.enabled -}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
+{{- /* Written only when set: empty means in-cluster, NODE_NAME and
+/etc/cni/net.d, as deploy/base's nri.conf leaves them. */ -}}
+{{- range $key := list "kubeconfig" "nodeName" "primaryConfDir" -}}
+{{- with index $.Values.kubernetes $key -}}
+{{- $_ = set $k $key (index $paths $key | default .) -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.kubernetes.hotplug -}}
 {{- $_ = set $k "hotplug" true -}}
 {{- end -}}

@@ -1,0 +1,216 @@
+package cni
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+	"golang.org/x/sys/unix"
+)
+
+// Plugins run against the host (nri.conf pluginRoot).
+//
+// In nri-cni's container (the DaemonSet) the plugins would otherwise run in
+// the image's root: no iptables for bridge's ipMasq or portmap, no dhcp
+// daemon socket under /run/cni, none of the host tools third-party plugins
+// call. With a plugin root, every plugin process (ADD, DEL, CHECK, STATUS,
+// GC, VERSION: all of libcni's execs) is chrooted into it before it starts
+// (the kernel's chroot in the child, then chdir "/"), as Multus thick does
+// with its chrootDir. Inside, paths mean what they mean on the host: the
+// plugin path (binDirs), CNI_PATH and CNI_NETNS are host paths. nri-cni
+// itself finds the binaries through <root><dir>, resolving symlinks as the
+// chrooted plugin will (inside the root).
+
+// ErrNetnsNotInRoot: a netns path nri-cni sees as a namespace is not the same
+// namespace under the plugin root (the host's / mounted without
+// HostToContainer propagation, so pins made later are missing there). The
+// plugin is not run: a DEL would find no namespace and skip its cleanup.
+var ErrNetnsNotInRoot = errors.New("network namespace not visible under pluginRoot")
+
+// textBusyRetries: a plugin binary being replaced (install-plugins) is
+// retried, as libcni's RawExec does.
+const textBusyRetries = 5
+
+// rootExec is libcni's invoke.Exec running plugins chrooted into root.
+type rootExec struct {
+	root   string
+	stderr io.Writer // a successful plugin's stderr goes here (libcni: os.Stderr)
+	version.PluginDecoder
+}
+
+// newRootExec runs plugins chrooted into root, or returns nil (libcni's own
+// exec) when root is "" or "/".
+func newRootExec(root string, stderr io.Writer) invoke.Exec {
+	if !PluginRootOn(root) {
+		return nil
+	}
+	return &rootExec{root: root, stderr: stderr}
+}
+
+// PluginRootOn reports whether plugins run chrooted into root: any root but
+// "" and "/" (nri-cni's own).
+func PluginRootOn(root string) bool { return root != "" && filepath.Clean(root) != "/" }
+
+// FindInPath is libcni's FindInPath with paths inside the root: it returns
+// <dir>/<plugin> (the path the chrooted exec runs) for the first dir where
+// that is a regular file under root.
+func (e *rootExec) FindInPath(plugin string, paths []string) (string, error) {
+	switch {
+	case plugin == "":
+		return "", errors.New("no plugin name provided")
+	case strings.ContainsRune(plugin, os.PathSeparator):
+		return "", fmt.Errorf("invalid plugin name: %s", plugin)
+	case len(paths) == 0:
+		return "", errors.New("no paths provided")
+	}
+	for _, dir := range paths {
+		p := filepath.Join(dir, plugin)
+		hostPath, err := resolveInRoot(e.root, p)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(hostPath); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("failed to find plugin %q in path %s (under pluginRoot %s)", plugin, paths, e.root)
+}
+
+// ExecPlugin runs the plugin at pluginPath (a path inside the root) chrooted
+// into the root, with cwd "/" there.
+func (e *rootExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
+	if err := e.checkNetns(environ); err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	for try := 0; ; try++ {
+		stdout.Reset()
+		stderr.Reset()
+		c := exec.CommandContext(ctx, pluginPath)
+		c.Env, c.Dir = environ, "/"
+		c.Stdin, c.Stdout, c.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Chroot: e.root}
+		err := c.Run()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, syscall.ETXTBSY) && try < textBusyRetries && ctx.Err() == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		return nil, pluginErr(err, stdout.Bytes(), stderr.Bytes())
+	}
+	if e.stderr != nil && stderr.Len() > 0 {
+		_, _ = stderr.WriteTo(e.stderr)
+	}
+	return stdout.Bytes(), nil
+}
+
+// pluginErr is libcni's RawExec error: the plugin's JSON error from stdout,
+// else its stderr (libcni and nri-cni read these messages).
+func pluginErr(err error, stdout, stderr []byte) error {
+	emsg := types.Error{}
+	switch {
+	case len(stdout) == 0 && len(stderr) == 0:
+		emsg.Msg = fmt.Sprintf("netplugin failed with no error message: %v", err)
+	case len(stdout) == 0:
+		emsg.Msg = fmt.Sprintf("netplugin failed: %q: %v", string(stderr), err)
+	default:
+		if perr := json.Unmarshal(stdout, &emsg); perr != nil {
+			emsg.Msg = fmt.Sprintf("netplugin failed but error parsing its diagnostic message %q: %v", string(stdout), perr)
+		}
+	}
+	return &emsg
+}
+
+// checkNetns: for a call with a netns (ADD, DEL, CHECK), when nri-cni sees
+// CNI_NETNS, the path must name the same file under the root. /proc/<pid>/
+// paths are left alone: the root's /proc is the host's (hostPID).
+func (e *rootExec) checkNetns(environ []string) error {
+	var netnsPath string
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "CNI_NETNS="); ok {
+			netnsPath = v
+		}
+	}
+	if !filepath.IsAbs(netnsPath) || strings.HasPrefix(filepath.Clean(netnsPath), "/proc/") {
+		return nil // none (a best-effort DEL, VERSION's "dummy"), or the pid's
+	}
+	var seen unix.Stat_t
+	if err := unix.Stat(netnsPath, &seen); err != nil {
+		return nil //nolint:nilerr // gone here too: the plugin's DEL handles that
+	}
+	var in unix.Stat_t
+	hostPath, err := resolveInRoot(e.root, netnsPath)
+	if err == nil {
+		err = unix.Stat(hostPath, &in)
+	}
+	// The message must not read as "already gone" (IsAlreadyGone).
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s is missing under %s (mount the host's / with mountPropagation HostToContainer)",
+			ErrNetnsNotInRoot, netnsPath, e.root)
+	case in.Dev != seen.Dev || in.Ino != seen.Ino:
+		return fmt.Errorf("%w: %s is another file under %s (mount the host's / with mountPropagation HostToContainer)",
+			ErrNetnsNotInRoot, netnsPath, e.root)
+	}
+	return nil
+}
+
+// maxSymlinks is the kernel's limit (MAXSYMLINKS).
+const maxSymlinks = 40
+
+// resolveInRoot returns where path p inside root is seen from outside:
+// root joined with p after resolving every symlink on the way as the
+// chrooted process will (an absolute target starts again at root, ".."
+// stops at root). /var/run -> /run on the host must lead to <root>/run, not
+// to nri-cni's own /run.
+func resolveInRoot(root, p string) (string, error) {
+	rest := strings.Split(p, "/")
+	cur := "/"
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > maxSymlinks {
+			return "", &os.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return filepath.Join(root, cur), nil
+}
