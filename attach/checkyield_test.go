@@ -56,5 +56,5 @@ func TestStopCancelsARunningDriftCheck(t *testing.T) {
 	calls := f.Calls()
 	last := calls[len(calls)-1]
 	assert.Equal(t, "DEL", last.Cmd)
-	assert.Equal(t, "/fake/netns/42", last.Netns, "the DEL ran with the pod's netns")
+	assert.Equal(t, "/fake/held/fake/netns/42", last.Netns, "the DEL ran in the pod's netns (held)")
 }

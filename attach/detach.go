@@ -41,9 +41,12 @@ func (m *Manager) DetachWithin(ctx context.Context, sb Sandbox, final bool, lock
 		m.retries.failed(sb, final, time.Now())
 		return false, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
-	defer release()
 	m.live.drop(sb.ID) // and none started while we waited
-	tore, err = m.detach(ctx, sb, final)
+	if held := m.holdForStop(ctx, sb, final); held != nil {
+		return m.detachHeld(ctx, sb, held, release)
+	}
+	defer release()
+	tore, err = m.detach(ctx, sb, final, "")
 	if err != nil {
 		m.retries.failed(sb, final, time.Now())
 		return false, err
@@ -52,7 +55,7 @@ func (m *Manager) DetachWithin(ctx context.Context, sb Sandbox, final bool, lock
 	return tore, nil
 }
 
-func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) (tore bool, err error) {
+func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool, heldNetns string) (tore bool, err error) {
 	log := m.logFor(sb)
 	rec, err := m.store.Get(sb.ID)
 	if err != nil {
@@ -76,7 +79,11 @@ func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool) (tore bool
 		return false, nil
 	}
 	if rec.Phase != state.PhaseTornDown {
-		if err := m.cni.teardown(ctx, log, rec, m.cni.usableNetns(rec)); err != nil {
+		nsPath := heldNetns
+		if nsPath == "" {
+			nsPath = m.cni.usableNetns(rec)
+		}
+		if err := m.cni.teardown(ctx, log, rec, nsPath); err != nil {
 			return false, fmt.Errorf("%s: %w", PodRef(sb), err)
 		}
 		tore = true

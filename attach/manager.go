@@ -45,6 +45,10 @@ type NetnsResolver interface {
 	Check(path string) (netns.Netns, error)
 	// Links lists the interface names in the namespace at path.
 	Links(path string) ([]string, error)
+	// Hold keeps the namespace at path (which must still be want) alive
+	// until Release, under a path a plugin can enter after the runtime
+	// removed the pin (a teardown going on past StopPodSandbox).
+	Hold(path string, want netns.ID) (*netns.Held, error)
 }
 
 // Sandbox is what an event tells about the thing to attach.

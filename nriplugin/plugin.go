@@ -321,7 +321,11 @@ func (p *Plugin) detach(ctx context.Context, pod *api.PodSandbox, final bool, ev
 	start := time.Now()
 	err := mgr.Detach(ctx, sb, final)
 	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
-	if err != nil {
+	switch {
+	case errors.Is(err, attach.ErrTeardownContinues):
+		log.Info("the teardown goes on past the runtime's deadline, in the pod's network namespace (held open)")
+		return nil
+	case err != nil:
 		log.WithError(err).Error("teardown failed: the record is kept and the teardown retried in the background; the pod's deletion goes on")
 		return nil
 	}

@@ -50,6 +50,8 @@ type Netns struct {
 	DeadPids   map[uint32]bool
 	// LinksIn are the interfaces in the namespace at a path.
 	LinksIn map[string][]string
+	// Holds and Released count Hold and Release calls.
+	Holds, Released int
 }
 
 // NewNetns returns an empty fake resolver.
@@ -104,6 +106,29 @@ func (f *Netns) Links(path string) ([]string, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	return f.LinksIn[path], nil
+}
+
+// Hold implements attach.NetnsResolver: the namespace at path, while live,
+// is held under /fake/held<path> (live until Release, whatever Kill does).
+func (f *Netns) Hold(path string, want netns.ID) (*netns.Held, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	id, ok := f.Live[path]
+	if !ok {
+		return nil, os.ErrNotExist
+	}
+	if want != (netns.ID{}) && id != want {
+		return nil, netns.ErrMismatch
+	}
+	held := "/fake/held" + path
+	f.Live[held] = id
+	f.Holds++
+	return netns.NewHeld(held, id, func() {
+		f.Mu.Lock()
+		defer f.Mu.Unlock()
+		delete(f.Live, held)
+		f.Released++
+	}), nil
 }
 
 // Kill makes the namespace at path vanish.

@@ -75,7 +75,13 @@ func TestStopReleasesThenRemoveIsClean(t *testing.T) {
 		if isCRIO(rt) {
 			assert.Empty(t, dels[0].Netns, "CRI-O removed the netns before Stop: the empty-netns DEL")
 		} else {
-			assert.Equal(t, st.NetnsPath, dels[0].Netns, "DEL ran in the netns, not the empty-netns fallback")
+			// Stop holds the namespace open and DELs under the held path
+			// (/proc/<nri-cni>/fd/N): the same namespace as the ADD's.
+			adds := s.callsOf("ADD", id)
+			require.Len(t, adds, 1)
+			assert.NotEmpty(t, dels[0].Netns, "DEL ran in the netns, not the empty-netns fallback")
+			assert.NotZero(t, dels[0].NetnsIno)
+			assert.Equal(t, adds[0].NetnsIno, dels[0].NetnsIno, "DEL ran in the pod's namespace (%s)", dels[0].Netns)
 		}
 
 		require.NoError(t, s.cri.StopPod(s.ctx, id), "Stop again")

@@ -126,3 +126,12 @@ func (f *fakeNetns) Check(path string) (netns.Netns, error) {
 
 // Links implements attach.NetnsResolver: an empty namespace.
 func (f *fakeNetns) Links(string) ([]string, error) { return nil, nil }
+
+// Hold: the fleet's pins are not real namespaces; a held one is its pin.
+func (f *fakeNetns) Hold(path string, _ netns.ID) (*netns.Held, error) {
+	ns, err := f.Check(path)
+	if err != nil {
+		return nil, err
+	}
+	return netns.NewHeld(ns.Path, ns.ID, func() {}), nil
+}

@@ -48,7 +48,9 @@ func TestPodLifecycleOverNRI(t *testing.T) {
 	calls = testenv.ReadCalls(t, e.record)
 	require.Len(t, calls, 2)
 	assert.Equal(t, "DEL", calls[1].Cmd)
-	assert.Equal(t, p.netns.Path(), calls[1].Netns, "DEL ran with the netns, not the empty fallback")
+	assert.NotEmpty(t, calls[1].Netns, "DEL ran with the netns, not the empty fallback")
+	assert.NotZero(t, calls[1].NetnsIno)
+	assert.Equal(t, calls[0].NetnsIno, calls[1].NetnsIno, "DEL ran in the pod's namespace (%s; Stop holds it open)", calls[1].Netns)
 
 	require.NoError(t, e.remove(p))
 	_, err = e.mgr.Store().Get(p.id)

@@ -82,11 +82,11 @@ func TestPluginsReachTheHost(t *testing.T) {
 	require.NoError(t, err)
 	hostPort := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	// One network per pod: a Stop's DELs must fit in the runtime's NRI
-	// request deadline (2 s), and bridge's DEL removes its ipMasq rules only
-	// in the pod's netns (a DEL retried after the netns is gone leaves them).
-	// Three iptables- and DHCP-bound DELs in one pod took more than that on
-	// this loaded 2-core machine.
+	// One network per pod, and a fourth pod with all three: bridge's DEL
+	// removes its ipMasq rule only in the pod's netns, and three iptables-
+	// and DHCP-bound DELs in one pod take longer than the runtime's NRI
+	// request deadline (2 s) on a loaded 2-core machine; nri-cni holds the
+	// netns and goes on past the deadline, so no rule is left.
 	pods := map[string]string{
 		masq: fmt.Sprintf(`[{"name": %q}]`, masq),
 		// The NPWG element's portMappings (the portMappings capability,
@@ -96,9 +96,12 @@ func TestPluginsReachTheHost(t *testing.T) {
 			pm, hostPort, gw),
 		dh: fmt.Sprintf(`[{"name": %q}]`, dh),
 	}
+	const all = "all"
+	pods[all] = fmt.Sprintf(`[{"name": %q}, {"name": %q}, {"name": %q}]`, masq, pm, dh)
+	kinds := []string{masq, pm, dh, all}
 	names, ids := map[string]string{}, map[string]string{}
 	start := time.Now()
-	for _, n := range []string{masq, pm, dh} {
+	for _, n := range kinds {
 		names[n] = harness.RandomName("hostnets-")
 		f.create(f.pod(names[n], ns, map[string]string{npwgAnnotation: pods[n]}))
 	}
@@ -109,10 +112,10 @@ func TestPluginsReachTheHost(t *testing.T) {
 			log, _ := os.ReadFile(daemonLog)
 			t.Logf("dhcp daemon's log:\n%s\nnat table:\n%s", log, strings.Join(testenv.IPTablesRules("iptables", "nat"), "\n"))
 		}
-		for _, n := range []string{masq, pm, dh} {
+		for _, n := range kinds {
 			_ = f.k.CoreV1().Pods(ns).Delete(f.ctx, names[n], metav1.DeleteOptions{})
 		}
-		for _, n := range []string{masq, pm, dh} {
+		for _, n := range kinds {
 			f.waitPodsGone(ns, "metadata.name="+names[n], "")
 			if id := ids[n]; id != "" {
 				f.waitReleased(id)
@@ -124,11 +127,11 @@ func TestPluginsReachTheHost(t *testing.T) {
 		}
 	})
 	ready := map[string]*corev1.Pod{}
-	for _, n := range []string{masq, pm, dh} {
+	for _, n := range kinds {
 		ready[n] = f.waitReady(ns, names[n])
 		ids[n], _ = f.readySandbox(ready[n])
 	}
-	t.Logf("3 pods Ready in %s (bridge+ipMasq, bridge+portmap, bridge+dhcp)", since(start))
+	t.Logf("4 pods Ready in %s (bridge+ipMasq, bridge+portmap, bridge+dhcp, all three)", since(start))
 	masqIf, pmIf, dhIf := f.iface(ready[masq], "net1"), f.iface(ready[pm], "net1"), f.iface(ready[dh], "net1")
 	assert.True(t, (&nadNet{Subnet: masqSubnet}).contains(masqIf.Addrs[0].String()), "%s in %s", masqIf.Addrs[0].String(), masqSubnet)
 	assert.True(t, (&nadNet{Subnet: pmSubnet}).contains(pmIf.Addrs[0].String()), "%s in %s", pmIf.Addrs[0].String(), pmSubnet)
@@ -157,7 +160,22 @@ func TestPluginsReachTheHost(t *testing.T) {
 	assert.Equal(t, "hello from "+names[pm], got)
 	assert.NotEmpty(t, podRules(ids[pm]), "portmap's rules name the pod")
 
-	for _, n := range []string{masq, pm, dh} {
+	// The pod with all three: its masquerade rule too.
+	allIP := f.iface(ready[all], "net1").Addrs[0].IP.String()
+	assert.True(t, (&nadNet{Subnet: pmSubnet}).contains(f.iface(ready[all], "net2").Addrs[0].String()))
+	assert.True(t, dhcp.Contains(f.iface(ready[all], "net3").Addrs[0].IP))
+	allRules := func() []string {
+		var out []string
+		for _, r := range testenv.IPTablesRules("iptables", "nat") {
+			if strings.HasPrefix(r, "-A POSTROUTING -s "+allIP+"/32 ") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	require.NotEmpty(t, allRules(), "the masquerade rule of the pod with three networks")
+
+	for _, n := range kinds {
 		start = time.Now()
 		f.deletePod(ns, names[n])
 		f.waitReleased(ids[n])
@@ -165,6 +183,7 @@ func TestPluginsReachTheHost(t *testing.T) {
 		assert.Empty(t, podRules(ids[n]), "no rule of pod %s left", names[n])
 	}
 	assert.Empty(t, masqRule(), "the masquerade rule is gone with the pod")
+	assert.Empty(t, allRules(), "the three-network pod's masquerade rule is gone too (its DELs ran in its netns)")
 	assert.NotContains(t, testenv.IPTablesRules("iptables", "nat"), "-N "+masqChain)
 	_, err = testenv.ReadGreeting(net.JoinHostPort(gw, fmt.Sprint(hostPort)))
 	assert.Error(t, err, "the host port is closed with the pod")

@@ -68,6 +68,9 @@ type Call struct {
 	Time string `json:"time"`
 	// RuntimeConfig is the capability args the plugin received.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
+	// NetnsIno is the inode of the namespace CNI_NETNS named at the call
+	// (0: no netns, or it was gone): which namespace, whatever the path.
+	NetnsIno uint64 `json:"netnsIno,omitempty"`
 }
 
 // ReadCalls reads a cni-recorder record file; a missing file is no calls.

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -64,6 +65,9 @@ type Call struct {
 	Time        string `json:"time"`
 	// RuntimeConfig as received (capability args).
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
+	// NetnsIno is the inode of the namespace CNI_NETNS named at the call
+	// (0: none, or gone): the namespace, whatever path named it.
+	NetnsIno uint64 `json:"netnsIno,omitempty"`
 }
 
 func main() {
@@ -152,6 +156,14 @@ func handle(cmd string, a *skel.CmdArgs) error {
 	return types.PrintResult(res, conf.CNIVersion)
 }
 
+func netnsIno(path string) uint64 {
+	var st syscall.Stat_t
+	if path == "" || syscall.Stat(path, &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
 func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
 	if conf.RecordFile == "" {
 		return nil
@@ -159,6 +171,7 @@ func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
 	line, err := json.Marshal(Call{
 		Cmd: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
 		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano), RuntimeConfig: conf.RuntimeConfig,
+		NetnsIno: netnsIno(a.Netns),
 	})
 	if err != nil {
 		return err
