@@ -58,6 +58,10 @@ func needWorld(t *testing.T) *env {
 	return world
 }
 
+// teardownBudget bounds what runs after the tests (the report, kubectl
+// delete of the overlay): its own budget, not what is left of the setup's.
+const teardownBudget = 5 * time.Minute
+
 func setupAndRun(m *testing.M) int {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -83,11 +87,15 @@ func setupAndRun(m *testing.M) int {
 	world = e
 	code := m.Run()
 	world = nil
-	if err := e.report(ctx, logf); err != nil {
+	// The setup's budget is spent or nearly so (the tests ran for as long
+	// as a loaded machine makes them): the teardown gets its own.
+	tctx, tcancel := context.WithTimeout(context.Background(), teardownBudget)
+	defer tcancel()
+	if err := e.report(tctx, logf); err != nil {
 		fmt.Fprintln(os.Stderr, "k8s teardown:", err)
 		code = 1
 	}
-	if err := e.undeploy(ctx); err != nil {
+	if err := e.undeploy(tctx); err != nil {
 		fmt.Fprintln(os.Stderr, "k8s teardown:", err)
 		code = 1
 	}

@@ -92,6 +92,11 @@ func setupAndRun(m *testing.M) int {
 	world = e
 	code := m.Run()
 	world = nil
+	// The teardown's own budget: the setup's may be spent by now (the tests
+	// ran as long as a loaded machine makes them).
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	for name, kib := range e.c.RSS() {
 		logf("RSS %-24s %6d KiB", name, kib)
 	}
