@@ -91,6 +91,7 @@ soak: ## 500 pod cycles vs real containerd with nri-cni killed 20x and container
 bench: ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, CRI-O, scale, hook, kubelet. Table + bin/bench.json.
 	$(call install_tools,$(TOOLS_K8S))
 	$(GO) test -run xxx -bench . -benchtime 300x ./state/ ./kube/dra/
+	$(GO) test -run xxx -bench 'Storm100' -benchtime 5x ./kube/podresources/ ./attach/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
 
 .PHONY: fuzz

@@ -188,6 +188,14 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	if err := m.checkIfnamesFree(ns.Path, p.Attachments); err != nil {
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
+	// Devices: which the kubelet allocated (the PodResources API), then
+	// their device-info files (removed again if nothing gets recorded).
+	if err := m.cni.devs.assign(ctx, sb, p.Attachments, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
+	}
+	if err := m.cni.devs.seed(sb.ID, p.Attachments); err != nil {
+		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
+	}
 
 	now := time.Now().UTC()
 	rec := &state.Record{
@@ -200,6 +208,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	}
 	// Persist the intent first: if we die mid-ADD, teardown knows what to DEL.
 	if err := m.store.Put(rec); err != nil {
+		m.cni.devs.unseed(sb.ID, p.Attachments)
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 
@@ -223,6 +232,12 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 			if a.Claim != nil {
 				rec.Networks[i].Result = res.Raw
 			}
+			if err := m.cni.devs.read(sb.ID, &rec.Networks[i]); err != nil {
+				nl.WithError(err).Warn("device-info not read: network-status goes without it")
+			}
+			if a.DeviceID != "" {
+				nl = nl.WithFields(logrus.Fields{"resource": a.Network.ResourceName, "device": a.DeviceID})
+			}
 			nl.WithField("ips", res.IPs).Info("network attached")
 		}
 	}
@@ -230,6 +245,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		// DEL what was ADDed or attempted (the CNI rule), never the rest
 		// of the plan: it got no ADD.
 		rec.Networks = attempted(rec.Networks, errs, results)
+		m.cni.devs.unseed(sb.ID, p.Attachments) // also those that got no ADD
 		if perr := m.store.Put(rec); perr != nil {
 			log.WithError(perr).Warn("recording what the rollback DELs failed; a restart DELs the whole plan")
 		}

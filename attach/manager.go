@@ -94,6 +94,12 @@ type Deps struct {
 	// Claims are the DRA claims prepared on this node (the DRA driver's
 	// records); nil without DRA.
 	Claims ClaimSource
+	// Devices answers which devices the kubelet allocated to a pod, for
+	// networks of a device plugin resource; nil: such networks fail.
+	Devices DeviceSource
+	// DeviceInfo keeps the NPWG device-info files of those networks; nil:
+	// none written or read.
+	DeviceInfo DeviceInfoFiles
 	// Routes moves a pod's default routes (nil: netns.SetDefaultRoutes; a
 	// seam for tests whose namespaces are not real).
 	Routes func(path, ifname string, gateways []net.IP) error
@@ -144,7 +150,8 @@ func New(cfg config.Config, d Deps) *Manager {
 		m.routes = netns.SetDefaultRoutes
 	}
 	m.bg = newBackground(m)
-	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin}
+	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin,
+		devs: devices{src: d.Devices, files: d.DeviceInfo}}
 	m.report = &reporter{cfg: cfg, sink: d.Sink, planner: planner}
 	return m
 }
@@ -242,7 +249,8 @@ func (m *Manager) pod(sb Sandbox) plan.Pod {
 
 // recorded is the record entry of a planned attachment.
 func recorded(a plan.Attachment) state.Network {
-	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim, Default: a.Default}
+	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim, Default: a.Default,
+		Resource: a.Network.ResourceName, DeviceID: a.DeviceID}
 }
 
 func (m *Manager) noteNetns(path string) {

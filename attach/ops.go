@@ -35,6 +35,7 @@ type ops struct {
 	log     *logrus.Entry
 	margin  time.Duration
 	obs     Observer // nil: none
+	devs    devices
 }
 
 func (o *ops) observe(op, network string, err error, d time.Duration) {
@@ -102,7 +103,7 @@ func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Reco
 	one := func(i int) {
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
-		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath}
+		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath, CapabilityArgs: delCaps(n)}
 		nadConf := o.nadFallback(n)
 		err := o.delWith(ctx, n.Name, nadConf, a)
 		if err != nil && nsPath != "" && emptyNetnsRetry {
@@ -114,6 +115,9 @@ func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Reco
 			nl.WithError(err).Error("CNI DEL failed")
 			errs[i] = err
 			return
+		}
+		if err := o.devs.released(rec.ID, n); err != nil {
+			nl.WithError(err).Warn("the attachment's device-info file was not removed")
 		}
 		nl.Info("network detached")
 	}
@@ -175,6 +179,11 @@ func (o *ops) nadFallback(n state.Network) *cni.Network {
 	net, err := o.planner.NAD(plan.NADRef{Namespace: ns, Name: name})
 	if err != nil {
 		return nil
+	}
+	if n.DeviceID != "" {
+		if net, err = net.WithDevice(n.DeviceID); err != nil {
+			return nil
+		}
 	}
 	return net
 }

@@ -184,7 +184,14 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 			nets = append(nets, n)
 		}
 	}
-	if err := m.checkIfnamesFree(ns.Path, add); err != nil {
+	err = m.checkIfnamesFree(ns.Path, add)
+	if err == nil {
+		err = m.cni.devs.assign(ctx, sb, add, inUse(nets))
+	}
+	if err == nil {
+		err = m.cni.devs.seed(sb.ID, add)
+	}
+	if err != nil {
 		// Nothing added; the removals stand.
 		rec.Networks, rec.Updated = nets, time.Now().UTC()
 		errs = append(errs, err)
@@ -202,6 +209,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 	}
 	rec.Networks, rec.Updated = nets, time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
+		m.cni.devs.unseed(sb.ID, add)
 		return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), err)
 	}
 
@@ -231,6 +239,9 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		rec.Networks[i].Pending = false
 		if a.Claim != nil {
 			rec.Networks[i].Result = res.Raw
+		}
+		if err := m.cni.devs.read(sb.ID, &rec.Networks[i]); err != nil {
+			nl.WithError(err).Warn("device-info not read: network-status goes without it")
 		}
 		nl.WithField("ips", res.IPs).Info("network attached (hot-plug)")
 	}

@@ -42,6 +42,9 @@ type NetworkStatus struct {
 	// CNI result: claim networks only (networkData, data).
 	IPNets []string
 	Result []byte
+	// DeviceInfo is the NPWG device-info of the network's device (a
+	// device plugin resource's), as its CNI device-info file said.
+	DeviceInfo []byte
 }
 
 // PodNetworks is a pod's network-status: the runtime's own network first (the
@@ -186,7 +189,7 @@ func (r *reporter) status(sb Sandbox, rec *state.Record) *PodNetworks {
 			name = n.Name
 		}
 		ns := NetworkStatus{Name: name, Interface: n.IfName, IPs: bareIPs(n.IPs), Mac: n.Mac, MTU: n.MTU, DNS: n.DNS,
-			Gateway: gateways[i], Gateways: n.Gateways}
+			Gateway: gateways[i], Gateways: n.Gateways, DeviceInfo: n.DeviceInfo}
 		if n.Claim != nil {
 			ns.Claim, ns.IPNets, ns.Result = n.Claim, n.IPs, n.Result
 		}

@@ -15,6 +15,11 @@ type Network struct {
 	Name string
 	File string
 	List *libcni.NetworkConfigList
+	// ResourceName is the device plugin resource whose device, allocated
+	// to the pod by the kubelet, the network takes (a
+	// NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName); ""
+	// for none.
+	ResourceName string
 }
 
 // Extensions nri-cni reads from the config directory, as the kubelet does.

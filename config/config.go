@@ -363,6 +363,15 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// HostPath is the host path p as nri-cni sees it: under PluginRoot when
+// plugins run there (nri-cni's container sees the host's / at it), else p.
+func (c Config) HostPath(p string) string {
+	if c.PluginRoot == "" || filepath.Clean(c.PluginRoot) == "/" {
+		return p
+	}
+	return filepath.Join(c.PluginRoot, p)
+}
+
 // validatePluginRoot: an absolute, clean path; with it, binDirs name the
 // host's dirs, never the container's view of them (<pluginRoot>/opt/cni/bin
 // would be looked up at <pluginRoot>/<pluginRoot>/opt/cni/bin).

@@ -42,6 +42,39 @@ type KubernetesConfig struct {
 	MaxNADConfigBytes int `json:"maxNADConfigBytes"`
 	// DRA is the DRA driver (dra.go); nil: off.
 	DRA *DRAConfig `json:"dra"`
+	// PodResourcesSocket is the kubelet's PodResources API socket (a host
+	// path; under pluginRoot when that is set), read for the devices the
+	// kubelet allocated to a pod when one of its networks has a device
+	// plugin resource (k8s.v1.cni.cncf.io/resourceName); empty:
+	// DefaultPodResourcesSocket.
+	PodResourcesSocket string `json:"podResourcesSocket"`
+	// DeviceInfoDir is the NPWG device-info directory (a host path; under
+	// pluginRoot when that is set): device plugins' files are read there
+	// and each device-backed attachment's is written; empty:
+	// DefaultDeviceInfoDir.
+	DeviceInfoDir string `json:"deviceInfoDir"`
+}
+
+// Defaults of the device keys.
+const (
+	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultDeviceInfoDir      = "/var/run/k8s.cni.cncf.io/devinfo"
+)
+
+// PodResources returns PodResourcesSocket or its default (a host path).
+func (k *KubernetesConfig) PodResources() string {
+	if k == nil || k.PodResourcesSocket == "" {
+		return DefaultPodResourcesSocket
+	}
+	return k.PodResourcesSocket
+}
+
+// DeviceInfo returns DeviceInfoDir or its default (a host path).
+func (k *KubernetesConfig) DeviceInfo() string {
+	if k == nil || k.DeviceInfoDir == "" {
+		return DefaultDeviceInfoDir
+	}
+	return k.DeviceInfoDir
 }
 
 // HotplugOn reports whether networks follow annotation changes.
@@ -113,8 +146,11 @@ func (k *KubernetesConfig) validate() error {
 	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
 		return bad("kubeconfig", "must be an absolute path (or empty: in-cluster), got %q", k.Kubeconfig)
 	}
-	if k.PrimaryConfDir != "" && !filepath.IsAbs(k.PrimaryConfDir) {
-		return bad("primaryConfDir", "must be an absolute path, got %q", k.PrimaryConfDir)
+	for key, v := range map[string]string{"primaryConfDir": k.PrimaryConfDir, "podResourcesSocket": k.PodResourcesSocket,
+		"deviceInfoDir": k.DeviceInfoDir} {
+		if v != "" && !filepath.IsAbs(v) {
+			return bad(key, "must be an absolute path, got %q", v)
+		}
 	}
 	if k.NodeName != "" && !validNodeName(k.NodeName) {
 		return bad("nodeName", "%q is not a Kubernetes node name", k.NodeName)

@@ -273,6 +273,9 @@ type networkStatus struct {
 	Mtu     int  `json:"mtu,omitempty"`
 	Default bool `json:"default"`
 	DNS     *dns `json:"dns,omitempty"`
+	// DeviceInfo: the NPWG device-info of the interface's device (a
+	// device plugin resource's), as the client library writes it.
+	DeviceInfo json.RawMessage `json:"device-info,omitempty"`
 	// Gateway: the gateways of the pod's default routes through this
 	// interface, as the client library writes and reads them.
 	Gateway []string `json:"gateway,omitempty"`
@@ -293,7 +296,7 @@ func NetworkStatusJSON(pn attach.PodNetworks) (string, error) {
 	entries := make([]networkStatus, 0, len(pn.Networks))
 	for _, n := range pn.Networks {
 		e := networkStatus{Name: n.Name, Interface: n.Interface, IPs: n.IPs, Mac: n.Mac, Mtu: n.MTU, Default: n.Default,
-			Gateway: n.Gateway, DefaultRoute: n.Gateways}
+			Gateway: n.Gateway, DefaultRoute: n.Gateways, DeviceInfo: n.DeviceInfo}
 		if n.DNS != nil {
 			e.DNS = &dns{Nameservers: n.DNS.Nameservers, Domain: n.DNS.Domain, Search: n.DNS.Search, Options: n.DNS.Options}
 		}

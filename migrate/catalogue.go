@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/nadpolicy"
@@ -43,16 +42,16 @@ func (c *catalogue) Network(ref plan.NADRef) (*cni.Network, error) {
 		return j.net, j.err
 	}
 	n, err := plan.ParseNADConfig(ref, nad.Config, c.policy, c.maxBytes)
+	if err == nil && nad.ResourceName != "" {
+		// As the node's NAD cache reads it (kube.NADSource).
+		if rerr := plan.ValidResourceName(nad.ResourceName); rerr != nil {
+			n, err = nil, fmt.Errorf("%w %s: annotation %s: %w", plan.ErrBadNAD, ref, AnnotationResourceName, rerr)
+		} else {
+			withRes := *n
+			withRes.ResourceName = nad.ResourceName
+			n = &withRes
+		}
+	}
 	c.judged[ref] = judged{net: n, err: err}
 	return n, err
-}
-
-// resourceName is the device plugin resource of the NAD "namespace/name"
-// ("" for none, or for a confDir network).
-func (c *catalogue) resourceName(nad string) string {
-	ns, name, ok := strings.Cut(nad, "/")
-	if !ok {
-		return ""
-	}
-	return c.nads[plan.NADRef{Namespace: ns, Name: name}].ResourceName
 }

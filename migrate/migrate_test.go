@@ -119,7 +119,7 @@ func TestCheck(t *testing.T) {
 		{"shared namespace", pod("team-a", "p", "netdefs/shared"), want{Attach, Same, "", "netdefs/shared@net1", nil}},
 		{"empty spec.config: the confDir network", pod("team-a", "p", "local"), want{Attach, Same, "", "team-a/local@net1", nil}},
 		{"device plugin resource", pod("telco", "p", "vf"),
-			want{Attach, Differs, ReasonDevicePlugin, "telco/vf@net1", []string{`"intel.com/sriov_a" is a device plugin resource`}}},
+			want{Attach, Same, "", "telco/vf@net1", nil}}, // the pod's device goes to the plugin, as with Multus
 		{"cross-namespace reference", pod("team-a", "p", "team-b/private"),
 			want{Refuse, Differs, ReasonNamespaceIsolation, "", []string{"element 1 (team-b/private)", "kubernetes.sharedNamespaces [netdefs]"}}},
 		{"missing NAD", pod("team-a", "p", "storage, nope"),

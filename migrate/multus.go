@@ -35,8 +35,8 @@ import (
 )
 
 // AnnotationResourceName is the NAD annotation naming a device plugin
-// resource (Multus and the SR-IOV network device plugin).
-const AnnotationResourceName = "k8s.v1.cni.cncf.io/resourceName"
+// resource.
+const AnnotationResourceName = plan.AnnotationResourceName
 
 // multusIfname is the interface Multus gives the i-th (0-based) element.
 func multusIfname(a plan.Attachment, i int) string {
@@ -61,12 +61,6 @@ func (j judge) compare(value string, ips []string, atts []plan.Attachment, nets 
 		if m := multusIfname(a, i); m != a.IfName {
 			nets[i].MultusInterface = m
 			d.add(ReasonInterfaceName, "%s (%s) gets %s, Multus names it %s", position(i, k), a.Name(), a.IfName, m)
-		}
-	}
-	for i, a := range atts {
-		if res := j.cat.resourceName(a.NAD); res != "" {
-			d.add(ReasonDevicePlugin, "%s (%s): the NAD's %s %q is a device plugin resource: Multus hands the pod's device to the plugin, nri-cni does not",
-				position(i, k), a.Name(), AnnotationResourceName, res)
 		}
 	}
 	defaultRoutes(&d, value, ips, atts[k:])

@@ -36,7 +36,6 @@ const (
 	ReasonHostNetwork       = Reason("host-network")
 	// Attached differently.
 	ReasonInterfaceName = Reason("interface-name")
-	ReasonDevicePlugin  = Reason("device-plugin-resource")
 	ReasonDefaultRoute  = Reason("default-route") // Multus also removes default routes nri-cni keeps
 	ReasonOther         = Reason("other")
 )

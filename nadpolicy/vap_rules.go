@@ -35,7 +35,9 @@ var matchVariables = []celVar{
 	{"badMasters", "every \"master\" is an allowed master", ifnameRule("master", "masters")},
 	{"unnamedMasters", "a macvlan, ipvlan or vlan plugin without a \"master\" in its object",
 		unnamedRule(`(?:macvlan|ipvlan|vlan)`, "master")},
-	{"deviceSelectors", "host devices chosen other than by name", `variables.config.findAll(r'(?i:"(?:pciBusID|hwaddr|kernelpath|deviceID)")\s*:\s*(?:"[^"]*"|.)')`},
+	{"deviceSelectors", "host devices chosen other than by name (a boolean, as in \"capabilities\", chooses none)",
+		`variables.config.findAll(r'(?i:"(?:pciBusID|hwaddr|kernelpath|deviceID)")\s*:\s*(?:"[^"]*"|.)')
+.filter(m, !m.matches(r':\s*[tf]$'))`},
 	{"badDevices", "every \"device\" is an allowed device", ifnameRule("device", "devices")},
 	{"badIPAM", "every address value is an IP or CIDR inside the ranges",
 		`variables.config.findAll(r'(?i:"(?:subnet|range|rangeStart|rangeEnd|range_start|range_end|gateway|address)")\s*:\s*(?:"[^"]*"|.)')
@@ -45,9 +47,9 @@ var matchVariables = []celVar{
 		`variables.config.findAll(r'(?i:"ips")\s*:\s*(?:\[[^\[\]{}]*\]|.)')
 .filter(m, !(m.matches(r'\[\s*(?:"[^"]*"\s*(?:,\s*"[^"]*"\s*)*)?\]$') &&
   m.substring(m.indexOf('[')).findAll(r'"[^"]*"').all(e, [e.substring(1, size(e) - 1)].all(s, ` + inside + `))))`},
-	{"badPathKeys", "keys ending in dir, path, file or socket hold an absolute path",
+	{"badPathKeys", "keys ending in dir, path, file or socket hold an absolute path (or a boolean, as in \"capabilities\")",
 		`variables.config.findAll(r'(?i)"[^"]*(?:dir|path|file|socket)"\s*:\s*(?:"[^"]*"|.)')
-.filter(m, !m.matches(r'^"[^"]*"\s*:\s*"/[^"]*"$'))`},
+.filter(m, !m.matches(r'^"[^"]*"\s*:\s*"/[^"]*"$') && !m.matches(r':\s*[tf]$'))`},
 	{"badPaths", "every string starting with / is at or under an allowed prefix",
 		`variables.config.findAll(r'"/[^"]*"').filter(m, !m.matches(r'^"' + variables.paths + r'"$'))`},
 	{"dotDot", "strings with a .. path segment", `variables.config.findAll(r'"(?:[^"]*/)?\.\.(?:/[^"]*)?"')`},

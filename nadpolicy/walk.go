@@ -62,13 +62,18 @@ func (w *walker) member(parent string, obj *node, m member) error {
 	switch {
 	case foldIs(m.key, "runtimeConfig") && !r.r.RuntimeConfig:
 		return w.fail(path, "", "is refused: a static runtimeConfig bypasses podCapabilities", "runtimeConfig", "false")
-	case foldIn(m.key, deviceSelectors):
+	case foldIn(m.key, deviceSelectors) && v.kind != kindBool:
+		// A boolean selects nothing: "capabilities": {"deviceID": true}
+		// declares that a plugin takes the device nri-cni hands it (the
+		// kubelet's allocation for the pod, docs/device-networks.md).
 		return w.fail(path, "", "selects a host device other than by name: refused", "devices", allowedText(r.r.Devices))
 	}
 	if err := w.keyValue(path, obj, m); err != nil {
 		return err
 	}
-	if foldSuffix(m.key, pathKeySuffixes) && (v.kind != kindString || !strings.HasPrefix(v.str, "/")) {
+	// A boolean names no path ("capabilities": {"CNIDeviceInfoFile": true}:
+	// the file is nri-cni's).
+	if foldSuffix(m.key, pathKeySuffixes) && v.kind != kindBool && (v.kind != kindString || !strings.HasPrefix(v.str, "/")) {
 		return w.fail(path, v.String(), "must be an absolute host path", "paths", allowedText(r.r.Paths))
 	}
 	if err := w.hostPath(path, jsonString(m.key)+" (a key)", m.key); err != nil {

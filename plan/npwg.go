@@ -28,6 +28,12 @@ import (
 // AnnotationNPWGNetworks is the NPWG networks annotation.
 const AnnotationNPWGNetworks = "k8s.v1.cni.cncf.io/networks"
 
+// AnnotationResourceName is the NetworkAttachmentDefinition annotation
+// naming the device plugin resource whose device the network takes (the
+// NPWG spec's and Multus's): at attach, the device the kubelet allocated to
+// the pod for that resource goes to the chain as its deviceID.
+const AnnotationResourceName = "k8s.v1.cni.cncf.io/resourceName"
+
 // ErrUnsupportedField: a selection element uses a key of the NPWG spec that
 // nri-cni does not implement; the pod fails rather than starting without it.
 var ErrUnsupportedField = errors.New("not supported by nri-cni")

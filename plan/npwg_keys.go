@@ -29,12 +29,13 @@ var foreignKeys = []struct {
 	spec, why string
 }{
 	{key: "deviceID", why: "Multus's own key, not the NPWG spec's: it hands the plugin a host device the pod picks " +
-		"(the deviceID capability, e.g. an SR-IOV VF's PCI address). With nri-cni a network's device is the admin's: " +
-		"the NetworkAttachmentDefinition's config (within kubernetes.nadPolicy) or a DRA claim's allocated device " +
-		"(docs/dra.md), never the pod's word; a device plugin resource (the NAD's k8s.v1.cni.cncf.io/resourceName) is not read"},
+		"(the deviceID capability, e.g. an SR-IOV VF's PCI address). With nri-cni a network's device is one the kubelet " +
+		"allocated to the pod, never the pod's word: request the device plugin resource the NetworkAttachmentDefinition " +
+		"names (k8s.v1.cni.cncf.io/resourceName) in a container's resources, and its device goes to the plugin " +
+		"(docs/device-networks.md); or a DRA claim's device (docs/dra.md)"},
 	{key: "infiniband-guid", why: "no InfiniBand support: the GUID is the infinibandGUID capability of an " +
-		"InfiniBand plugin (ib-sriov), whose VF comes from a device plugin resource nri-cni does not read; nri-cni " +
-		"passes no such capability, and dropping it would start the pod with another GUID than it asked for"},
+		"InfiniBand plugin (ib-sriov); nri-cni passes no such capability, and dropping it would start the pod with " +
+		"another GUID than it asked for"},
 	{key: "infinibandGUID", why: `the CNI capability's name for the NPWG key "infiniband-guid", which nri-cni does not support either (no InfiniBand support)`},
 	{key: "ipRequest", spec: "ips"},
 	{key: "ipRequests", spec: "ips"},

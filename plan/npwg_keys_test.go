@@ -17,7 +17,7 @@ func TestNPWGForeignKeys(t *testing.T) {
 		msg           []string
 	}{
 		{"Multus's deviceID", `"deviceID":"0000:18:02.5"`, ErrUnsupportedField,
-			[]string{`key "deviceID" not supported by nri-cni`, "Multus's own key", "a DRA claim", "kubernetes.nadPolicy"}},
+			[]string{`key "deviceID" not supported by nri-cni`, "Multus's own key", "a DRA claim", "k8s.v1.cni.cncf.io/resourceName"}},
 		{"deviceID in another letter case (Multus reads it too)", `"DeviceId":"0000:18:02.5"`, ErrUnsupportedField,
 			[]string{`key "deviceID"`}},
 		{"infiniband-guid", `"infiniband-guid":"24:8a:07:03:00:8d:ae:2f"`, ErrUnsupportedField,

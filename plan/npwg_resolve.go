@@ -102,10 +102,8 @@ func (p *Planner) resolveNAD(where, podNamespace string, sel NetworkSelection, o
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s: %w", where, sel.Ref, err)
 	}
-	if n.List == nil { // empty spec.config: the confDir network of that name
-		if n, err = p.Local(n.Name); err != nil {
-			return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s has an empty spec.config: %w", where, sel.Ref, err)
-		}
+	if n, err = p.expand(n); err != nil {
+		return nil, nil, fmt.Errorf("%s: NetworkAttachmentDefinition %s has an empty spec.config: %w", where, sel.Ref, err)
 	}
 	return p.finish(where, n, sel, owner)
 }

@@ -51,6 +51,10 @@ type Attachment struct {
 	// Default: one of nri.conf's defaultNetworks, which every pod gets
 	// before its other networks; hot-plug neither adds nor removes one.
 	Default bool
+	// DeviceID is the device the attachment takes (its network's
+	// ResourceName): set at attach from the kubelet's allocation, never
+	// by planning, which reads memory only.
+	DeviceID string
 }
 
 // Name is what status and events call a's network: its NAD, else its CNI
@@ -189,10 +193,22 @@ func (p *Planner) NAD(ref NADRef) (*cni.Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.List == nil {
-		return p.Local(n.Name)
+	return p.expand(n)
+}
+
+// expand is a NAD source's network n, or for an empty spec.config (a nil
+// List) the confDir network of n's name, taking n's device resource.
+func (p *Planner) expand(n *cni.Network) (*cni.Network, error) {
+	if n.List != nil {
+		return n, nil
 	}
-	return n, nil
+	local, err := p.Local(n.Name)
+	if err != nil || n.ResourceName == "" {
+		return local, err
+	}
+	withRes := *local
+	withRes.ResourceName = n.ResourceName
+	return &withRes, nil
 }
 
 // CheckReady fails on the first attachment whose network's plugins said

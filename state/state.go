@@ -81,6 +81,15 @@ type Network struct {
 	// Result is the ADD's CNI result, kept for claim networks only (their
 	// status.devices[].data).
 	Result json.RawMessage `json:"result,omitempty"`
+	// Resource is the device plugin resource the network took its device
+	// from (its NetworkAttachmentDefinition's resourceName), DeviceID that
+	// device, as the kubelet allocated it: every DEL gets the same
+	// deviceID as the ADD, also after restarts.
+	Resource string `json:"resource,omitempty"`
+	DeviceID string `json:"deviceID,omitempty"`
+	// DeviceInfo is the NPWG device-info of the device after the ADD (its
+	// CNI device-info file), for network-status.
+	DeviceInfo json.RawMessage `json:"deviceInfo,omitempty"`
 }
 
 // DNS is a CNI result's DNS section.

@@ -158,6 +158,33 @@ type Fixture struct {
 	// Multus, if set before Reconfigure, says Multus is the node's primary
 	// network (the config file's path) or not ("").
 	Multus func() string
+	// Devices and DeviceInfo, if set before Reconfigure, serve networks
+	// of device plugin resources.
+	Devices    *Devices
+	DeviceInfo attach.DeviceInfoFiles
+}
+
+// Devices is an attach.DeviceSource over a map: resource -> the pod's
+// device IDs (every pod gets the same); Err, if set, answers every lookup.
+type Devices struct {
+	Mu    sync.Mutex
+	IDs   map[string][]string
+	Err   error
+	Calls []string // "namespace/name resource"
+}
+
+// DeviceIDs implements attach.DeviceSource.
+func (d *Devices) DeviceIDs(_ context.Context, pod attach.DevicePod, res string) ([]string, error) {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	d.Calls = append(d.Calls, pod.Namespace+"/"+pod.Name+" "+res)
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	if len(d.IDs[res]) == 0 {
+		return nil, fmt.Errorf("resource %q of pod %s/%s: the kubelet allocated no device of the resource to the pod", res, pod.Namespace, pod.Name)
+	}
+	return slices.Clone(d.IDs[res]), nil
 }
 
 // RecorderNet is a network config of the recording plugin.
@@ -202,6 +229,10 @@ func (f *Fixture) Deps() attach.Deps {
 	if f.Claims != nil {
 		d.Claims = f.Claims
 	}
+	if f.Devices != nil {
+		d.Devices = f.Devices
+	}
+	d.DeviceInfo = f.DeviceInfo
 	return d
 }
 
@@ -259,7 +290,7 @@ func NPWGPod(id, annotation string) attach.Sandbox {
 // NewKube is a fixture whose Manager runs in Kubernetes mode with the NPWG
 // annotation on (confDir holds "alpha"), a fake NAD source and a recording
 // status sink.
-func NewKube(t *testing.T, tune func(*config.Config)) *Fixture {
+func NewKube(t testing.TB, tune func(*config.Config)) *Fixture {
 	t.Helper()
 	f := New(t, []string{"alpha"}, nil)
 	f.Cfg.PodSelection, f.Cfg.RequireAnnotation = true, true

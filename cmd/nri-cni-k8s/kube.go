@@ -11,8 +11,10 @@ import (
 	"github.com/nri-cni/nri-cni/cmd/internal/cli"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/kube"
 	"github.com/nri-cni/nri-cni/kube/dra"
+	"github.com/nri-cni/nri-cni/kube/podresources"
 	"github.com/nri-cni/nri-cni/nadpolicy"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
@@ -56,6 +58,14 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		}
 		return nil
 	}}
+	// Device plugin resources of NADs: the kubelet's PodResources API (no
+	// I/O until a pod needs it) and the NPWG device-info directory.
+	podRes, err := podresources.New(podresources.Options{Socket: cfg.HostPath(k.PodResources())})
+	if err != nil {
+		return nil, err
+	}
+	km.Devices = kube.DeviceSource{Client: podRes}
+	km.DeviceInfo = deviceinfo.Store{Dir: cfg.HostPath(k.DeviceInfo()), PluginDir: k.DeviceInfo()}
 	var claims *state.Claims
 	if k.DRAOn() {
 		// Opened now: the engine reads the prepared claims at every pod start.

@@ -52,6 +52,21 @@ type Overlay struct {
 	// nri-cni.io/port-mappings: podCapabilities), and the dhcp IPAM with a
 	// daemon socket under DHCPDir (a node path).
 	HostNetsNamespace, DHCPDir string
+	// DevicesNamespace is the one namespace whose NADs may run the
+	// recording fake CNI plugin (type cni-recorder, built into CNIBin;
+	// test/fakes/cni-recorder) with its record files under RecordDir (a
+	// node path, bound into HostRoot: the plugins run chrooted there):
+	// device-backed networks whose plugin moves the device into the pod
+	// (its "moveDevice"). Unique; the tests create it.
+	DevicesNamespace, RecordDir string
+	// DeviceInfoDir is nri.conf's kubernetes.deviceInfoDir (a node path,
+	// unique, bound into HostRoot): a fake device plugin writes its
+	// devices' files under DeviceInfoDir/dp for nri-cni to find.
+	DeviceInfoDir string
+	// PodResourcesSocket is nri.conf's kubernetes.podResourcesSocket: the
+	// node kubelet's (KubeletDir/pod-resources/kubelet.sock; its directory
+	// is bound into HostRoot). "" when KubeletDir is.
+	PodResourcesSocket string
 
 	// Node paths behind the DaemonSet's hostPath volumes.
 	StateDir string // for /var/lib/nri-cni: nri-cni's records
@@ -139,7 +154,10 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		CNIBin: filepath.Join(node, "cni-bin"), CNIConf: filepath.Join(node, "cni-conf"), NRIDir: filepath.Dir(rt.NRIAddress()),
 		HostRoot: filepath.Join(node, "root"), RunDir: filepath.Join(node, "run"), HookBin: filepath.Join(node, "hook-bin"),
 		DHCPDir: filepath.Join(node, "dhcp"), NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
-		KubeletDir: kubeletDir}
+		KubeletDir: kubeletDir, RecordDir: filepath.Join(node, "records"), DeviceInfoDir: filepath.Join(node, "devinfo")}
+	if kubeletDir != "" {
+		o.PodResourcesSocket = filepath.Join(kubeletDir, "pod-resources", "kubelet.sock")
+	}
 	if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
 	}
@@ -183,16 +201,29 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		}
 		fc["hookSocket"] = filepath.Join(o.RunDir, filepath.Base(fc["hookSocket"].(string)))
 		fc["hookPath"] = filepath.Join(o.HookBin, filepath.Base(fc["hookPath"].(string)))
-		return o.editHostRoot(conf, rt)
+		if err := o.editHostRoot(conf, rt); err != nil {
+			return err
+		}
+		return o.editDevices(conf)
 	})
 	if err != nil {
 		return nil, err
 	}
 	cmOps = append(cmOps, jsonOp{Op: "replace", Path: "/data/" + pointerEscape(deploy.ConfigKey), Value: b.ConfigMap.Data[deploy.ConfigKey]})
-	for _, d := range []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir, o.RunDir, o.HookBin, o.DHCPDir, o.HostRoot} {
+	dirs := []string{o.Dir, o.StateDir, o.CacheDir, o.CNIBin, o.CNIConf, o.NetnsDir, o.RunDir, o.HookBin, o.DHCPDir, o.HostRoot,
+		o.RecordDir, o.DeviceInfoDir}
+	if o.PodResourcesSocket != "" {
+		dirs = append(dirs, filepath.Dir(o.PodResourcesSocket)) // the kubelet's (made if it has not yet)
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
 		}
+	}
+	// The node admin's part of DevicesNamespace's networks: the plugin in
+	// the node's bin dir (the init container adds only what is missing).
+	if _, err := harness.GoBuild(o.CNIBin, "./test/fakes/cni-recorder", RecorderType); err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
 	}
 	// deploy/base's MutatingAdmissionPolicy is admissionregistration.k8s.io/v1
 	// (Kubernetes >= 1.36); an older API server gets deploy/base-1.34, the
@@ -239,6 +270,14 @@ func (o *Overlay) mountHostRoot(rt cluster.NodeRuntime) (func() error, error) {
 		{Source: o.CacheDir, Path: "/var/lib/cni"},
 		{Source: o.NetnsDir, Path: o.NetnsDir, Peer: true},
 		{Source: o.DHCPDir, Path: o.DHCPDir},
+		{Source: o.RecordDir, Path: o.RecordDir},
+		{Source: o.DeviceInfoDir, Path: o.DeviceInfoDir},
+	}
+	// nri-cni dials the kubelet's PodResources socket under pluginRoot. The
+	// directory, not the socket: a restarted kubelet makes a new one.
+	if o.PodResourcesSocket != "" {
+		d := filepath.Dir(o.PodResourcesSocket)
+		binds = append(binds, harness.RootBind{Source: d, Path: d})
 	}
 	// The runtime's config and drop-ins (failClosed's paths name them).
 	for _, p := range []string{rt.ConfigFile(), rt.ConfDir()} {
@@ -273,9 +312,10 @@ func baseFor(ctx context.Context, kubectl Kubectl, baseDir string) (string, erro
 	return baseDir, nil
 }
 
-// Close unmounts the node root's stand-in, undoes the shared mount and
-// deletes the example network's bridge (all unique to this overlay). Call
-// it after the cluster is closed.
+// Close unmounts the node root's stand-in, undoes the shared mount,
+// deletes the example network's bridge and removes the record and
+// device-info dirs and the recorder binary (all unique to this overlay).
+// Call it after the cluster is closed.
 func (o *Overlay) Close() error {
 	var errs []error
 	if o.unroot != nil {
@@ -283,6 +323,7 @@ func (o *Overlay) Close() error {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", o.HostRoot, err))
 		} else {
 			_ = os.Remove(o.HostRoot) // empty now; never removed recursively
+			o.removeDeviceFiles(&errs)
 		}
 		o.unroot = nil
 	}
@@ -474,15 +515,9 @@ func (o *Overlay) editHostRoot(conf map[string]any, rt cluster.NodeRuntime) erro
 	}
 	caps, _ := conf["podCapabilities"].([]any)
 	conf["podCapabilities"] = append(caps, "portMappings")
-	k, _ := conf["kubernetes"].(map[string]any)
-	np, _ := k["nadPolicy"].(map[string]any)
-	if np == nil {
-		return errors.New("no kubernetes.nadPolicy")
-	}
-	nss, _ := np["namespaces"].(map[string]any)
-	if nss == nil {
-		nss = map[string]any{}
-		np["namespaces"] = nss
+	_, nss, err := nadPolicyNamespaces(conf)
+	if err != nil {
+		return err
 	}
 	o.HostNetsNamespace = harness.RandomName("host-nets-")
 	nss[o.HostNetsNamespace] = map[string]any{
@@ -491,6 +526,65 @@ func (o *Overlay) editHostRoot(conf map[string]any, rt cluster.NodeRuntime) erro
 		"paths": []string{o.DHCPDir}, "hostGateway": true,
 	}
 	return nil
+}
+
+// nadPolicyNamespaces returns nri.conf's kubernetes section and its
+// nadPolicy.namespaces (made if absent).
+func nadPolicyNamespaces(conf map[string]any) (k, nss map[string]any, err error) {
+	k, _ = conf["kubernetes"].(map[string]any)
+	np, _ := k["nadPolicy"].(map[string]any)
+	if np == nil {
+		return nil, nil, errors.New("no kubernetes.nadPolicy")
+	}
+	if nss, _ = np["namespaces"].(map[string]any); nss == nil {
+		nss = map[string]any{}
+		np["namespaces"] = nss
+	}
+	return k, nss, nil
+}
+
+// RecorderType is the recording fake CNI plugin's type (in CNIBin).
+const RecorderType = "cni-recorder"
+
+// editDevices: nri-cni reads the node kubelet's device allocations
+// (kubernetes.podResourcesSocket) and keeps the NPWG device-info files in
+// DeviceInfoDir (kubernetes.deviceInfoDir); the NADs of DevicesNamespace may
+// run cni-recorder writing under RecordDir. The policy refuses every
+// deviceID or pciBusID key of a NAD's config whatever the rule says:
+// nri-cni writes them into the plugins of a device-backed network itself.
+func (o *Overlay) editDevices(conf map[string]any) error {
+	k, nss, err := nadPolicyNamespaces(conf)
+	if err != nil {
+		return err
+	}
+	if o.PodResourcesSocket != "" {
+		k["podResourcesSocket"] = o.PodResourcesSocket
+	}
+	k["deviceInfoDir"] = o.DeviceInfoDir
+	o.DevicesNamespace = harness.RandomName("devices-")
+	nss[o.DevicesNamespace] = map[string]any{
+		"types": []string{RecorderType}, "bridges": []string{}, "masters": []string{}, "devices": []string{},
+		"ipamRanges": []string{}, "paths": []string{o.RecordDir}, "hostGateway": false,
+	}
+	return nil
+}
+
+// removeDeviceFiles removes what editDevices' dirs hold (after the node
+// root, where they are bound, is unmounted) and the recorder binary.
+func (o *Overlay) removeDeviceFiles(errs *[]error) {
+	for _, d := range []string{o.RecordDir, o.DeviceInfoDir} {
+		if d == "" {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			*errs = append(*errs, err)
+		}
+	}
+	if o.CNIBin != "" {
+		if err := os.Remove(filepath.Join(o.CNIBin, RecorderType)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			*errs = append(*errs, err)
+		}
+	}
 }
 
 func isCRIO(rt cluster.NodeRuntime) bool {

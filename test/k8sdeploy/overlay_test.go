@@ -1,6 +1,7 @@
 package k8sdeploy
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/nadpolicy"
 	"github.com/nri-cni/nri-cni/test/deploy"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
@@ -175,4 +178,41 @@ func TestDecodeRendered(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// editDevices points nri-cni at the kubelet's PodResources socket and the
+// overlay's device-info dir, and its namespace rule lets a cni-recorder
+// NAD that writes under RecordDir through the node's policy (and nothing
+// else: not another namespace, not a record file elsewhere).
+func TestEditDevices(t *testing.T) {
+	o := &Overlay{RecordDir: "/tmp/k8st1/deploy/node/records", DeviceInfoDir: "/tmp/k8st1/deploy/node/devinfo",
+		PodResourcesSocket: "/tmp/k8st1/c/kubelet/pod-resources/kubelet.sock"}
+	b, err := deploy.LoadBase(harness.RepoRoot())
+	require.NoError(t, err)
+	var k map[string]any
+	require.NoError(t, b.EditConfig(func(conf map[string]any) error {
+		k, _ = conf["kubernetes"].(map[string]any)
+		return o.editDevices(conf)
+	}))
+	_, err = config.Parse([]byte(b.ConfigMap.Data[deploy.ConfigKey]))
+	require.NoError(t, err, "the edited nri.conf is valid")
+	assert.Equal(t, o.PodResourcesSocket, k["podResourcesSocket"])
+	assert.Equal(t, o.DeviceInfoDir, k["deviceInfoDir"])
+	require.NotEmpty(t, o.DevicesNamespace)
+
+	data, err := json.Marshal(k["nadPolicy"])
+	require.NoError(t, err)
+	var np config.NADPolicy
+	require.NoError(t, json.Unmarshal(data, &np))
+	p, err := nadpolicy.New(&np)
+	require.NoError(t, err)
+	nad := func(record string) []byte {
+		return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cni-dev","plugins":[{"type":%q,"recordFile":%q,"moveDevice":true}]}`,
+			RecorderType, record))
+	}
+	assert.NoError(t, p.Check(o.DevicesNamespace, nad(o.RecordDir+"/calls.jsonl")))
+	assert.ErrorIs(t, p.Check("default", nad(o.RecordDir+"/calls.jsonl")), nadpolicy.ErrRefused, "another namespace")
+	assert.ErrorIs(t, p.Check(o.DevicesNamespace, nad("/tmp/elsewhere/calls.jsonl")), nadpolicy.ErrRefused, "a record file elsewhere")
+
+	assert.Error(t, (&Overlay{}).editDevices(map[string]any{"kubernetes": map[string]any{}}), "no nadPolicy")
 }

@@ -71,6 +71,8 @@ type Call struct {
 	// NetnsIno is the inode of the namespace CNI_NETNS named at the call
 	// (0: no netns, or it was gone): which namespace, whatever the path.
 	NetnsIno uint64 `json:"netnsIno,omitempty"`
+	// DeviceID is the config's "deviceID" key (a device-backed network's).
+	DeviceID string `json:"deviceID,omitempty"`
 }
 
 // ReadCalls reads a cni-recorder record file; a missing file is no calls.

@@ -61,6 +61,10 @@ type KubeMode struct {
 	Multus func() string
 	// Claims are the prepared DRA claims (nil without the DRA driver).
 	Claims attach.ClaimSource
+	// Devices and DeviceInfo serve networks of device plugin resources
+	// (the kubelet's PodResources API, the NPWG device-info files).
+	Devices    attach.DeviceSource
+	DeviceInfo attach.DeviceInfoFiles
 	// Start, if set, starts what needs the engine (hot-plug's pod
 	// watcher, the DRA driver) once it is built; serving says whether the
 	// plugin serves the runtime now (the DRA driver prepares claims only

@@ -58,6 +58,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 			return a.fail("kubernetes: %v", err)
 		}
 		deps.NADs, deps.Sink, deps.Multus, deps.Claims = kube.NADs, kube.Sink, kube.Multus, kube.Claims
+		deps.Devices, deps.DeviceInfo = kube.Devices, kube.DeviceInfo
 	} else {
 		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
 	}

@@ -50,6 +50,11 @@ type Conf struct {
 	// "{id}" in HoldWhile stands for the container id (one stuck pod).
 	HoldOn    string `json:"holdOn"`
 	HoldWhile string `json:"holdWhile"`
+	// MoveDevice moves the device's host link into the pod (see above).
+	MoveDevice bool `json:"moveDevice"`
+	// DeviceID is the device a device-backed network's runtime put into
+	// the config (runtimeConfig.deviceID wins).
+	DeviceID string `json:"deviceID"`
 	// RuntimeConfig is what libcni injected for the declared capabilities.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
@@ -68,6 +73,8 @@ type Call struct {
 	// NetnsIno is the inode of the namespace CNI_NETNS named at the call
 	// (0: none, or gone): the namespace, whatever path named it.
 	NetnsIno uint64 `json:"netnsIno,omitempty"`
+	// DeviceID is the config's "deviceID" key, if any.
+	DeviceID string `json:"deviceID,omitempty"`
 }
 
 func main() {
@@ -128,6 +135,9 @@ func handle(cmd string, a *skel.CmdArgs) error {
 			return types.NewError(types.ErrInternal, msg, "")
 		}
 	}
+	if cmd == "DEL" && conf.MoveDevice {
+		return returnDevice(conf, a)
+	}
 	if cmd != "ADD" {
 		return nil
 	}
@@ -138,10 +148,28 @@ func handle(cmd string, a *skel.CmdArgs) error {
 		fmt.Print("this is not JSON {")
 		os.Exit(0)
 	}
+	var moved *current.Interface
+	if conf.MoveDevice {
+		var err error
+		if moved, err = moveDevice(conf, a); err != nil {
+			return err
+		}
+	}
 	if conf.PrevResult != nil {
-		return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+		if moved == nil {
+			return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+		}
+		prev, err := current.NewResultFromResult(conf.PrevResult)
+		if err != nil {
+			return err
+		}
+		prev.Interfaces = append(prev.Interfaces, moved)
+		return types.PrintResult(prev, conf.CNIVersion)
 	}
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	if moved != nil {
+		res.Interfaces = []*current.Interface{moved}
+	}
 	if conf.IP != "" {
 		ip, ipnet, err := net.ParseCIDR(conf.IP)
 		if err != nil {
@@ -149,7 +177,10 @@ func handle(cmd string, a *skel.CmdArgs) error {
 		}
 		ipnet.IP = ip
 		idx := 0
-		res.Interfaces = []*current.Interface{{Name: a.IfName, Sandbox: a.Netns, Mtu: conf.MTU}}
+		if moved == nil {
+			res.Interfaces = []*current.Interface{{Name: a.IfName, Sandbox: a.Netns}}
+		}
+		res.Interfaces[0].Mtu = conf.MTU
 		res.IPs = []*current.IPConfig{{Address: *ipnet, Interface: &idx, Gateway: net.ParseIP(conf.Gateway)}}
 		res.Routes = conf.Routes
 	}
@@ -172,6 +203,7 @@ func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
 		Cmd: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
 		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano), RuntimeConfig: conf.RuntimeConfig,
 		NetnsIno: netnsIno(a.Netns),
+		DeviceID: conf.DeviceID,
 	})
 	if err != nil {
 		return err

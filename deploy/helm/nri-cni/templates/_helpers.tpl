@@ -150,7 +150,7 @@ image instead (binDirs then through the cniBin mount). */ -}}
 {{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
 {{- /* Written only when set: empty means in-cluster, NODE_NAME and
 /etc/cni/net.d, as deploy/base's nri.conf leaves them. */ -}}
-{{- range $key := list "kubeconfig" "nodeName" "primaryConfDir" -}}
+{{- range $key := list "kubeconfig" "nodeName" "primaryConfDir" "podResourcesSocket" "deviceInfoDir" -}}
 {{- with index $.Values.kubernetes $key -}}
 {{- $_ = set $k $key (index $paths $key | default .) -}}
 {{- end -}}

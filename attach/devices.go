@@ -1,0 +1,202 @@
+package attach
+
+// Device-backed networks: a NetworkAttachmentDefinition annotated
+// k8s.v1.cni.cncf.io/resourceName takes, for each pod, a device that
+// resource's device plugin allocated to the pod. The kubelet allocates
+// devices when it admits the pod, before it asks the runtime for the
+// sandbox, so at RunPodSandbox the kubelet's PodResources API knows them
+// (DeviceSource: no API server call). Each network of a resource takes the
+// next of the pod's devices of it in a stable order (sorted IDs, as Multus
+// does); a pod without (enough of) them is refused before anything is
+// added, naming the network and the resource. The device goes to the chain
+// as Multus hands it: runtimeConfig.deviceID (capability deviceID) and
+// deviceID/pciBusID in every plugin's config; the NPWG device-info file of
+// the attachment is seeded before ADD (the device plugin's file for the
+// device), passed as the CNIDeviceInfoFile capability, read back into the
+// record after ADD (network-status's device-info) and removed at DEL. The
+// record keeps the device, so every DEL, also after nri-cni and the
+// kubelet restarted, gets the device the ADD got.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/nri-cni/nri-cni/deviceinfo"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// Capability keys of device-backed networks (runtimeConfig).
+const (
+	CapabilityDeviceID       = "deviceID"
+	CapabilityDeviceInfoFile = "CNIDeviceInfoFile"
+)
+
+// DevicePod names the pod whose devices are asked for.
+type DevicePod struct{ Namespace, Name, UID string }
+
+// DeviceSource answers which devices of a resource the kubelet allocated
+// to a pod, in a stable order (kube/podresources.Client, through an
+// adapter).
+type DeviceSource interface {
+	DeviceIDs(ctx context.Context, pod DevicePod, resourceName string) ([]string, error)
+}
+
+// DeviceInfoFiles keeps the attachments' NPWG device-info files
+// (deviceinfo.Store).
+type DeviceInfoFiles interface {
+	SeedCNI(a deviceinfo.Attachment, resourceName, deviceID string, fallback *deviceinfo.DeviceInfo) (string, *deviceinfo.DeviceInfo, error)
+	ReadCNI(a deviceinfo.Attachment) (*deviceinfo.DeviceInfo, error)
+	RemoveCNI(a deviceinfo.Attachment) error
+}
+
+// ErrNoDevice: a network takes a device of a resource of which the kubelet
+// allocated the pod none, or fewer than the pod's networks of it.
+var ErrNoDevice = errors.New("no device allocated to the pod for the network")
+
+type devices struct {
+	src   DeviceSource    // nil: device-backed networks fail
+	files DeviceInfoFiles // nil: no device-info
+}
+
+// assign gives each attachment of a device plugin resource its device:
+// the k-th attachment of a resource the k-th of the pod's devices of it
+// not in inUse (the devices its recorded networks hold, for a hot-plug).
+// Nothing is written; an error names the network and the resource.
+func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment, inUse map[string]bool) error {
+	var order []string
+	byRes := map[string][]int{}
+	for i, a := range atts {
+		if r := a.Network.ResourceName; r != "" {
+			if byRes[r] == nil {
+				order = append(order, r)
+			}
+			byRes[r] = append(byRes[r], i)
+		}
+	}
+	pod := DevicePod{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID}
+	for _, res := range order {
+		idx := byRes[res]
+		first := atts[idx[0]]
+		what := fmt.Sprintf("network %s takes a device of resource %q (annotation %s of its NetworkAttachmentDefinition)",
+			first.Name(), res, plan.AnnotationResourceName)
+		if d.src == nil {
+			return fmt.Errorf("%s: %w: nri-cni reads no device allocations here (Kubernetes mode, kubernetes.podResourcesSocket)", what, ErrNoDevice)
+		}
+		ids, err := d.src.DeviceIDs(ctx, pod, res)
+		if err != nil {
+			return fmt.Errorf("%s: %w: %w (request %s in a container's resources.limits)", what, ErrNoDevice, err, res)
+		}
+		var free []string
+		for _, id := range ids {
+			if !inUse[id] {
+				free = append(free, id)
+			}
+		}
+		if len(free) < len(idx) {
+			return fmt.Errorf("%s: %w: the pod asks for %d network(s) of %s and the kubelet allocated it %d device(s) of it (%d held by its networks already)",
+				what, ErrNoDevice, len(idx), res, len(ids), len(ids)-len(free))
+		}
+		for k, i := range idx {
+			n, err := atts[i].Network.WithDevice(free[k])
+			if err != nil {
+				return fmt.Errorf("%s: %w", atts[i].Name(), err)
+			}
+			caps := make(map[string]any, len(atts[i].Caps)+2)
+			for key, v := range atts[i].Caps {
+				caps[key] = v
+			}
+			caps[CapabilityDeviceID] = free[k]
+			atts[i].Network, atts[i].Caps, atts[i].DeviceID = n, caps, free[k]
+		}
+	}
+	return nil
+}
+
+// inUse is the set of devices rec's networks hold.
+func inUse(nets []state.Network) map[string]bool {
+	held := map[string]bool{}
+	for _, n := range nets {
+		if n.DeviceID != "" {
+			held[n.DeviceID] = true
+		}
+	}
+	return held
+}
+
+func (d devices) fileOf(sandboxID string, network, ifname string) deviceinfo.Attachment {
+	return deviceinfo.Attachment{Network: network, ContainerID: sandboxID, IfName: ifname}
+}
+
+// seed writes the device-info file of each attachment with a device (the
+// device plugin's file of it, if any) and hands its path to the chain (the
+// CNIDeviceInfoFile capability). On error, what it wrote is removed.
+func (d devices) seed(sandboxID string, atts []plan.Attachment) error {
+	if d.files == nil {
+		return nil
+	}
+	for i := range atts {
+		a := &atts[i]
+		if a.DeviceID == "" {
+			continue
+		}
+		path, _, err := d.files.SeedCNI(d.fileOf(sandboxID, a.Network.Name, a.IfName), a.Network.ResourceName, a.DeviceID, nil)
+		if err != nil {
+			d.unseed(sandboxID, atts[:i])
+			return fmt.Errorf("network %s: device-info of device %q: %w", a.Name(), a.DeviceID, err)
+		}
+		a.Caps[CapabilityDeviceInfoFile] = path
+	}
+	return nil
+}
+
+func (d devices) unseed(sandboxID string, atts []plan.Attachment) {
+	if d.files == nil {
+		return
+	}
+	for _, a := range atts {
+		if a.DeviceID != "" {
+			_ = d.files.RemoveCNI(d.fileOf(sandboxID, a.Network.Name, a.IfName))
+		}
+	}
+}
+
+// read records the device-info of n after its ADD (the plugins may have
+// written it), if there is one.
+func (d devices) read(sandboxID string, n *state.Network) error {
+	if d.files == nil || n.DeviceID == "" {
+		return nil
+	}
+	info, err := d.files.ReadCNI(d.fileOf(sandboxID, n.Name, n.IfName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("device-info of device %q: %w", n.DeviceID, err)
+	}
+	data, err := info.Marshal()
+	if err != nil {
+		return err
+	}
+	n.DeviceInfo = data
+	return nil
+}
+
+// released removes n's device-info file once its DEL is done.
+func (d devices) released(sandboxID string, n state.Network) error {
+	if d.files == nil || n.DeviceID == "" {
+		return nil
+	}
+	return d.files.RemoveCNI(d.fileOf(sandboxID, n.Name, n.IfName))
+}
+
+// delCaps is the runtimeConfig a DEL of n gets when libcni cached none of
+// its ADD: the recorded device.
+func delCaps(n state.Network) map[string]any {
+	if n.DeviceID == "" {
+		return nil
+	}
+	return map[string]any{CapabilityDeviceID: n.DeviceID}
+}
