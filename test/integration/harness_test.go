@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -280,6 +281,18 @@ func (e *env) run(p *pod, pid int) error {
 
 func (e *env) stop(p *pod) error {
 	return e.runtime.StopPodSandbox(nriCtx(e.t), &api.StopPodSandboxRequest{Pod: p.nri(0, true)})
+}
+
+// waitTornDown waits until p's teardown ended: a Stop whose DELs outlast
+// the runtime's deadline answers in time and goes on in the pod's held
+// namespace (attach.ErrTeardownContinues), for up to
+// attach.HeldTeardownBudget.
+func (e *env) waitTornDown(p *pod) {
+	e.t.Helper()
+	testenv.Eventually(e.t, attach.HeldTeardownBudget+10*time.Second, "the teardown of "+p.id+" to end", func() bool {
+		rec, err := e.mgr.Store().Get(p.id)
+		return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseTornDown
+	})
 }
 
 func (e *env) remove(p *pod) error {

@@ -207,6 +207,10 @@ func TestPluginRootRunsReferencePluginsAgainstTheHost(t *testing.T) {
 	start = time.Now()
 	require.NoError(t, e.stop(p))
 	t.Logf("StopPodSandbox (DEL of the three) took %s", time.Since(start).Round(time.Millisecond))
+	// Under load the DELs may outlast the request's 2 s: they go on in the
+	// held namespace after the answer.
+	e.waitTornDown(p)
+	t.Logf("teardown ended %s after the Stop", time.Since(start).Round(time.Millisecond))
 	for _, ifname := range []string{"net1", "net2", "net3"} {
 		_, ok, err := harness.PodIface(p.netns.Path(), ifname)
 		require.NoError(t, err)
