@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 
 	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/plan"
@@ -104,9 +105,10 @@ func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment,
 			if err != nil {
 				return fmt.Errorf("%s: %w", atts[i].Name(), err)
 			}
-			caps := make(map[string]any, len(atts[i].Caps)+2)
-			for key, v := range atts[i].Caps {
-				caps[key] = v
+			// A copy: attachments of one plan may share their caps map.
+			caps := maps.Clone(atts[i].Caps)
+			if caps == nil {
+				caps = map[string]any{}
 			}
 			caps[CapabilityDeviceID] = free[k]
 			atts[i].Network, atts[i].Caps, atts[i].DeviceID = n, caps, free[k]
@@ -126,7 +128,7 @@ func inUse(nets []state.Network) map[string]bool {
 	return held
 }
 
-func (d devices) fileOf(sandboxID string, network, ifname string) deviceinfo.Attachment {
+func (devices) fileOf(sandboxID, network, ifname string) deviceinfo.Attachment {
 	return deviceinfo.Attachment{Network: network, ContainerID: sandboxID, IfName: ifname}
 }
 

@@ -150,7 +150,7 @@ func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	}
 	n, err := s.parseConfig(ref, obj)
 	if err == nil {
-		n, err = withResourceName(ref, n, obj.Annotations[plan.AnnotationResourceName])
+		n, err = plan.WithResourceName(ref, n, obj.Annotations[plan.AnnotationResourceName])
 	}
 	p := parsedNAD{resourceVersion: obj.ResourceVersion, net: n, err: err}
 	if _, exists, _ := s.informer.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name); exists {
@@ -169,22 +169,6 @@ func (s *NADSource) parseConfig(ref plan.NADRef, obj *nadv1.NetworkAttachmentDef
 		}
 	}
 	return plan.ParseNADConfig(ref, obj.Spec.Config, s.policy, s.maxBytes)
-}
-
-// withResourceName is n taking its device from the device plugin resource
-// res (the NAD's k8s.v1.cni.cncf.io/resourceName; "": n as is). The name
-// must be an extended resource's, as the kubelet allocates them
-// (<domain>/<name>): a NAD with another is refused, naming the annotation.
-func withResourceName(ref plan.NADRef, n *cni.Network, res string) (*cni.Network, error) {
-	if res == "" {
-		return n, nil
-	}
-	if err := plan.ValidResourceName(res); err != nil {
-		return nil, fmt.Errorf("%w %s: annotation %s: %w", plan.ErrBadNAD, ref, plan.AnnotationResourceName, err)
-	}
-	withRes := *n
-	withRes.ResourceName = res
-	return &withRes, nil
 }
 
 // configBytesAnnotation is set on the cached copy of a NAD whose

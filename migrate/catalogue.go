@@ -42,15 +42,8 @@ func (c *catalogue) Network(ref plan.NADRef) (*cni.Network, error) {
 		return j.net, j.err
 	}
 	n, err := plan.ParseNADConfig(ref, nad.Config, c.policy, c.maxBytes)
-	if err == nil && nad.ResourceName != "" {
-		// As the node's NAD cache reads it (kube.NADSource).
-		if rerr := plan.ValidResourceName(nad.ResourceName); rerr != nil {
-			n, err = nil, fmt.Errorf("%w %s: annotation %s: %w", plan.ErrBadNAD, ref, AnnotationResourceName, rerr)
-		} else {
-			withRes := *n
-			withRes.ResourceName = nad.ResourceName
-			n = &withRes
-		}
+	if err == nil { // as the node's NAD cache reads it (kube.NADSource)
+		n, err = plan.WithResourceName(ref, n, nad.ResourceName)
 	}
 	c.judged[ref] = judged{net: n, err: err}
 	return n, err
