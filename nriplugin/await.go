@@ -11,7 +11,8 @@ package nriplugin
 // process starts, outside NRI. The hook asks nri-cni on a unix socket and
 // returns only once the pod is attached (a nri-cni restarted meanwhile
 // finishes the attach at its resync); a failed attach or its timeout fails
-// the container's start, and the kubelet retries it.
+// the container's start, and the kubelet retries it. The request in which
+// nri-cni adds the hook can itself be cut short; validate.go closes that.
 
 import (
 	"bufio"

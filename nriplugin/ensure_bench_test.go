@@ -62,7 +62,8 @@ func BenchmarkCreateContainerHandler(b *testing.B) {
 type podOnly struct{ p *Plugin }
 
 func (o podOnly) Configure(ctx context.Context, cfg, rt, v string) (api.EventMask, error) {
-	return o.p.Configure(ctx, cfg, rt, v)
+	_, err := o.p.Configure(ctx, cfg, rt, v)
+	return 0, err // the events podOnly implements
 }
 
 func (o podOnly) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {

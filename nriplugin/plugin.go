@@ -34,14 +34,18 @@ type ConfigureFunc func(ctx context.Context, config string) (*Engine, error)
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
 // Synchronize, RunPodSandbox, StopPodSandbox, RemovePodSandbox and
-// CreateContainer interfaces.
+// CreateContainer interfaces, and ValidateContainerAdjustment where the
+// runtime has it (validate.go).
 type Plugin struct {
 	log       *logrus.Entry
 	configure ConfigureFunc
 
-	mu   sync.RWMutex // guards eng and conn
+	mu   sync.RWMutex // guards eng, conn and runtimeNRI
 	eng  *Engine
 	conn connState // serving.go
+	// runtimeNRI is the connection's NRI version as the stub learnt it
+	// at Configure (set by runOnce; validate.go).
+	runtimeNRI func() string
 
 	// OnConnection, if set, learns when the runtime connection is up
 	// (configured) or gone. Set it before running the plugin.
@@ -94,17 +98,25 @@ func (p *Plugin) Manager() *attach.Manager {
 	return nil
 }
 
-// Configure handles the runtime's configuration. The subscription is every
-// event the plugin implements.
+// Configure handles the runtime's configuration. The subscription is
+// every event the plugin implements that the runtime knows (validate.go).
 func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
-	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version})
+	p.mu.RLock()
+	nriVersion := "unknown"
+	if p.runtimeNRI != nil {
+		nriVersion = p.runtimeNRI()
+	}
+	p.mu.RUnlock()
+	events := subscription(nriVersion)
+	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version, "nri": nriVersion,
+		"validator": events.IsSet(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)})
 	if p.configure == nil {
 		if config != "" {
 			log.Warn("ignoring the runtime-supplied config: this plugin reads its own config file")
 		}
 		log.Info("connected to the runtime")
 		p.connected(runtime, version)
-		return 0, nil
+		return events, nil
 	}
 	eng, err := p.configure(ctx, config)
 	if err != nil {
@@ -116,7 +128,7 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 	p.mu.Unlock()
 	log.Info("configured by the runtime")
 	p.connected(runtime, version)
-	return 0, nil
+	return events, nil
 }
 
 var errNotConfigured = errors.New("nri-cni is not configured yet")

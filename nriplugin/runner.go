@@ -73,10 +73,13 @@ func ClosedByRuntime(err error) bool {
 }
 
 func runOnce(ctx context.Context, p *Plugin, opts ...stub.Option) error {
-	st, err := stub.New(p, opts...)
+	st, err := stub.New(p, append(opts, stub.WithFailurePolicy(failurePolicy()))...)
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.runtimeNRI = st.RuntimeNRIVersion
+	p.mu.Unlock()
 	if err := st.Run(ctx); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +14,26 @@ import (
 	"github.com/nri-cni/nri-cni/test/harness"
 	"github.com/nri-cni/nri-cni/test/testenv"
 )
+
+// awaitSetup is a containerd set up as deploy/node sets it up (NRI's
+// default validator on) and nri-cni's config for it: backgroundAttach, the
+// await hook, and a network whose plugin takes 3 s; nri-cni started.
+func awaitSetup(ctx context.Context, t *testing.T) (*harness.Containerd, harness.Secondary, harness.PluginConfig, string, *harness.Plugin) {
+	t.Helper()
+	dir := t.TempDir()
+	ctd := privateContainerd(ctx, t, func(o *harness.ContainerdOpts) {
+		o.DropIns = []string{filepath.Join(harness.RepoRoot(), node.ContainerdDropInRepoPath)}
+	})
+	record := filepath.Join(dir, "calls.jsonl")
+	sec, cfg, cfgPath := pluginSetup(t, dir, map[string]any{"type": "cni-recorder", "recordFile": record, "sleep": "3s"})
+	cfg.PodSelection = true
+	socket := filepath.Join(ctd.Dir, "await.sock")
+	writeConfig(t, cfg, cfgPath, map[string]any{"requireAnnotation": true, "backgroundAttach": true, "cniTimeout": "10s",
+		"failClosed": map[string]any{"hookSocket": socket, "hookPath": world.bin, "hookTimeout": "60s"}})
+	plugin, err := harness.StartPlugin(ctx, ctd, world.bin, cfgPath, cfg)
+	require.NoError(t, err)
+	return ctd, sec, cfg, cfgPath, plugin
+}
 
 // TestAwaitHookSurvivesACrash: containerd 2.4.2 counts an NRI plugin
 // present for its validator when it sends it CreateContainer, not when the
@@ -27,19 +48,7 @@ func TestAwaitHookSurvivesACrash(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	ctd := privateContainerd(ctx, t, func(o *harness.ContainerdOpts) {
-		o.DropIns = []string{filepath.Join(harness.RepoRoot(), node.ContainerdDropInRepoPath)}
-	})
-
-	record := filepath.Join(dir, "calls.jsonl")
-	sec, cfg, cfgPath := pluginSetup(t, dir, map[string]any{"type": "cni-recorder", "recordFile": record, "sleep": "3s"})
-	cfg.PodSelection = true
-	socket := filepath.Join(ctd.Dir, "await.sock")
-	writeConfig(t, cfg, cfgPath, map[string]any{"requireAnnotation": true, "backgroundAttach": true, "cniTimeout": "10s",
-		"failClosed": map[string]any{"hookSocket": socket, "hookPath": world.bin, "hookTimeout": "60s"}})
-	plugin, err := harness.StartPlugin(ctx, ctd, world.bin, cfgPath, cfg)
-	require.NoError(t, err)
+	ctd, sec, cfg, cfgPath, plugin := awaitSetup(ctx, t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("nri-cni log:\n%s\ncontainerd log tail:\n%s", cfg.Log(), ctd.LogTail(40))
@@ -89,4 +98,64 @@ func TestAwaitHookSurvivesACrash(t *testing.T) {
 	assert.Empty(t, sec.IPFilesOf(pod.id), "addresses released")
 	assert.Empty(t, cfg.StateFilesOf(pod.id), "records dropped")
 	assert.Empty(t, cfg.CacheFilesOf(pod.id), "cache entries dropped")
+}
+
+// TestCreateContainerCutShortIsRefused: containerd 2.4.2 (NRI v0.12.3)
+// closes a plugin that overruns CreateContainer's deadline (or dies during
+// it) and goes on without its answer, and its default validator still
+// counts the plugin present: the container would be created without the
+// await hook, for a pod whose attach is not done. nri-cni, subscribed as a
+// validator too, is then asked to validate after it was closed; the call
+// fails and containerd refuses the container. Here nri-cni is frozen
+// (SIGSTOP) with the pod's attach running, so CreateContainer overruns:
+// the container is refused, not created; once nri-cni runs again it
+// reconnects, finishes the attach, and the kubelet-like retry gets a
+// container that starts with net1.
+func TestCreateContainerCutShortIsRefused(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ctd, sec, cfg, _, plugin := awaitSetup(ctx, t)
+	frozen := false
+	t.Cleanup(func() {
+		if frozen {
+			_ = syscall.Kill(plugin.Pid(), syscall.SIGCONT)
+		}
+		if t.Failed() {
+			t.Logf("nri-cni log:\n%s\ncontainerd log tail:\n%s", cfg.Log(), ctd.LogTail(40))
+		}
+		assert.NoError(t, plugin.Stop())
+	})
+	require.Contains(t, cfg.Log(), "validator=true", "nri-cni subscribed as a validator on containerd 2.4.2")
+	cleanupPodsAt(t, ctd.Address)
+	cri := dialCRI(ctx, t, ctd.Address)
+	defer cri.Close()
+
+	pod := newRequiredPod(ctx, t, cri, "cut", map[string]string{"nri-cni.io/networks": sec.Name,
+		"required-plugins.noderesource.dev/pod": `["nri-cni"]`})
+	ctrSpec := harness.ContainerSpec{Name: "app", Command: []string{"/pause", "--require-iface", "net1"}}
+	require.NoError(t, syscall.Kill(plugin.Pid(), syscall.SIGSTOP))
+	frozen = true
+	_, err := cri.CreateContainer(ctx, pod.id, pod.spec, ctrSpec)
+	require.Error(t, err, "containerd went on without nri-cni's answer and created the container")
+	assert.Contains(t, err.Error(), "nri-cni")
+	t.Logf("refused while nri-cni was frozen: %v", err)
+	assert.Contains(t, ctd.LogTail(200), "closing plugin 10-nri-cni", "containerd closed nri-cni for the overrun")
+	require.NoError(t, syscall.Kill(plugin.Pid(), syscall.SIGCONT))
+	frozen = false
+	var ctrID string
+	testenv.Eventually(t, time.Minute, "the retried container created once nri-cni is back", func() bool {
+		ctrID, err = cri.CreateContainer(ctx, pod.id, pod.spec, ctrSpec)
+		return err == nil
+	})
+	require.NoError(t, cri.StartContainer(ctx, ctrID))
+	testenv.Eventually(t, 10*time.Second, "the container running (its command found net1)", func() bool {
+		st, err := cri.ContainerStatus(ctx, ctrID)
+		return err == nil && st.State == "CONTAINER_RUNNING"
+	})
+	require.NotNil(t, podNet1(t, pod.netns))
+
+	cleanupPods(t, ctd.Address)
+	assert.Empty(t, sec.IPFilesOf(pod.id), "addresses released")
+	assert.Empty(t, cfg.StateFilesOf(pod.id), "records dropped")
 }
