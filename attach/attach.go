@@ -190,10 +190,11 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	}
 	// Devices: which the kubelet allocated (the PodResources API), then
 	// their device-info files (removed again if nothing gets recorded).
-	if err := m.cni.devs.assign(ctx, sb, p.Attachments, nil); err != nil {
+	devs, err := m.cni.devs.assign(ctx, sb, p.Attachments, nil)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
-	if err := m.cni.devs.seed(sb.ID, p.Attachments); err != nil {
+	if err := m.cni.devs.seed(sb.ID, p.Attachments, devs); err != nil {
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 
@@ -237,6 +238,9 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 			}
 			if a.DeviceID != "" {
 				nl = nl.WithFields(logrus.Fields{"resource": a.Network.ResourceName, "device": a.DeviceID})
+				if from := devs[a.DeviceID].From; from != "" {
+					nl = nl.WithField("deviceFrom", from)
+				}
 			}
 			nl.WithField("ips", res.IPs).Info("network attached")
 		}

@@ -39,11 +39,28 @@ const (
 type DevicePod struct{ Namespace, Name, UID string }
 
 // DeviceSource answers which devices of a resource the kubelet allocated
-// to a pod, in a stable order (kube/podresources.Client, through an
-// adapter).
+// to a pod, in a stable order (kube.DeviceSource: the kubelet's
+// PodResources API for device plugins' devices and, for another DRA
+// driver's, the node's ResourceSlices).
 type DeviceSource interface {
-	DeviceIDs(ctx context.Context, pod DevicePod, resourceName string) ([]string, error)
+	Devices(ctx context.Context, pod DevicePod, resourceName string) ([]Device, error)
 }
+
+// Device is one device allocated to the pod.
+type Device struct {
+	// ID is what the chain gets as deviceID.
+	ID string
+	// From names where it came from for logs and errors: "" for a device
+	// plugin's device, else e.g. "ResourceClaim ns/name device
+	// driver/pool/device".
+	From string
+	// Info is the device-info derived from the driver's data (nil: none),
+	// used when the device plugin wrote no file for the device.
+	Info *deviceinfo.DeviceInfo
+}
+
+// Assigned are the devices an attach assigned, by ID.
+type Assigned map[string]Device
 
 // DeviceInfoFiles keeps the attachments' NPWG device-info files
 // (deviceinfo.Store).
@@ -66,7 +83,8 @@ type devices struct {
 // the k-th attachment of a resource the k-th of the pod's devices of it
 // not in inUse (the devices its recorded networks hold, for a hot-plug).
 // Nothing is written; an error names the network and the resource.
-func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment, inUse map[string]bool) error {
+func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment, inUse map[string]bool) (Assigned, error) {
+	got := Assigned{}
 	var order []string
 	byRes := map[string][]int{}
 	for i, a := range atts {
@@ -84,37 +102,40 @@ func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment,
 		what := fmt.Sprintf("network %s takes a device of resource %q (annotation %s of its NetworkAttachmentDefinition)",
 			first.Name(), res, plan.AnnotationResourceName)
 		if d.src == nil {
-			return fmt.Errorf("%s: %w: nri-cni reads no device allocations here (Kubernetes mode, kubernetes.podResourcesSocket)", what, ErrNoDevice)
+			return nil, fmt.Errorf("%s: %w: nri-cni reads no device allocations here (Kubernetes mode, kubernetes.podResourcesSocket)", what, ErrNoDevice)
 		}
-		ids, err := d.src.DeviceIDs(ctx, pod, res)
+		devs, err := d.src.Devices(ctx, pod, res)
 		if err != nil {
-			return fmt.Errorf("%s: %w: %w (request %s in a container's resources.limits)", what, ErrNoDevice, err, res)
+			return nil, fmt.Errorf("%s: %w: %w (request %s in a container's resources.limits, or a ResourceClaim of a device published with k8s.cni.cncf.io/resourceName %s)",
+				what, ErrNoDevice, err, res, res)
 		}
-		var free []string
-		for _, id := range ids {
-			if !inUse[id] {
-				free = append(free, id)
+		var free []Device
+		for _, dev := range devs {
+			if !inUse[dev.ID] {
+				free = append(free, dev)
 			}
 		}
 		if len(free) < len(idx) {
-			return fmt.Errorf("%s: %w: the pod asks for %d network(s) of %s and the kubelet allocated it %d device(s) of it (%d held by its networks already)",
-				what, ErrNoDevice, len(idx), res, len(ids), len(ids)-len(free))
+			return nil, fmt.Errorf("%s: %w: the pod asks for %d network(s) of %s and the kubelet allocated it %d device(s) of it (%d held by its networks already)",
+				what, ErrNoDevice, len(idx), res, len(devs), len(devs)-len(free))
 		}
 		for k, i := range idx {
-			n, err := atts[i].Network.WithDevice(free[k])
+			id := free[k].ID
+			got[id] = free[k]
+			n, err := atts[i].Network.WithDevice(id)
 			if err != nil {
-				return fmt.Errorf("%s: %w", atts[i].Name(), err)
+				return nil, fmt.Errorf("%s: %w", atts[i].Name(), err)
 			}
 			// A copy: attachments of one plan may share their caps map.
 			caps := maps.Clone(atts[i].Caps)
 			if caps == nil {
 				caps = map[string]any{}
 			}
-			caps[CapabilityDeviceID] = free[k]
-			atts[i].Network, atts[i].Caps, atts[i].DeviceID = n, caps, free[k]
+			caps[CapabilityDeviceID] = id
+			atts[i].Network, atts[i].Caps, atts[i].DeviceID = n, caps, id
 		}
 	}
-	return nil
+	return got, nil
 }
 
 // inUse is the set of devices rec's networks hold.
@@ -133,9 +154,10 @@ func (devices) fileOf(sandboxID, network, ifname string) deviceinfo.Attachment {
 }
 
 // seed writes the device-info file of each attachment with a device (the
-// device plugin's file of it, if any) and hands its path to the chain (the
-// CNIDeviceInfoFile capability). On error, what it wrote is removed.
-func (d devices) seed(sandboxID string, atts []plan.Attachment) error {
+// device plugin's file of it, else what was derived from its driver's
+// data, if any) and hands its path to the chain (the CNIDeviceInfoFile
+// capability). On error, what it wrote is removed.
+func (d devices) seed(sandboxID string, atts []plan.Attachment, got Assigned) error {
 	if d.files == nil {
 		return nil
 	}
@@ -144,7 +166,7 @@ func (d devices) seed(sandboxID string, atts []plan.Attachment) error {
 		if a.DeviceID == "" {
 			continue
 		}
-		path, _, err := d.files.SeedCNI(d.fileOf(sandboxID, a.Network.Name, a.IfName), a.Network.ResourceName, a.DeviceID, nil)
+		path, _, err := d.files.SeedCNI(d.fileOf(sandboxID, a.Network.Name, a.IfName), a.Network.ResourceName, a.DeviceID, got[a.DeviceID].Info)
 		if err != nil {
 			d.unseed(sandboxID, atts[:i])
 			return fmt.Errorf("network %s: device-info of device %q: %w", a.Name(), a.DeviceID, err)

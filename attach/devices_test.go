@@ -167,3 +167,26 @@ func TestDevicePluginNetworkWithoutADeviceSource(t *testing.T) {
 	assert.Contains(t, err.Error(), "podResourcesSocket")
 	assert.Empty(t, kf.Calls())
 }
+
+// A DRA driver's devices (kube.DeviceSource found them through the pod's
+// claims): the device-info derived from the driver's data seeds the file
+// where no device plugin file exists, and reaches the record; a device
+// plugin file, where the driver in Multus mode wrote one, wins.
+func TestDRADevicesSeedTheirDerivedDeviceInfo(t *testing.T) {
+	kf, store := deviceFixture(t, "0000:3b:02.0", "0000:3b:02.1")
+	kf.Devices.Derived = func(id string) *deviceinfo.DeviceInfo {
+		info := deviceinfo.NewPCI(id)
+		info.PCI.RDMADevice = "mlx5_3"
+		return info
+	}
+	require.NoError(t, store.WriteDP(testResource, "0000:3b:02.1", deviceinfo.NewPCI("0000:3b:02.1")))
+
+	sb := attachtest.NPWGPod("sb1", `[{"name":"sriov-a"},{"name":"sriov-b"}]`)
+	rec, err := kf.Mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	require.Len(t, rec.Networks, 2)
+	assert.JSONEq(t, `{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.0","rdma-device":"mlx5_3"}}`,
+		string(rec.Networks[0].DeviceInfo), "derived from the driver's data")
+	assert.JSONEq(t, `{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.1"}}`,
+		string(rec.Networks[1].DeviceInfo), "the device plugin file the driver wrote")
+}

@@ -185,11 +185,12 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		}
 	}
 	err = m.checkIfnamesFree(ns.Path, add)
+	var devs Assigned
 	if err == nil {
-		err = m.cni.devs.assign(ctx, sb, add, inUse(nets))
+		devs, err = m.cni.devs.assign(ctx, sb, add, inUse(nets))
 	}
 	if err == nil {
-		err = m.cni.devs.seed(sb.ID, add)
+		err = m.cni.devs.seed(sb.ID, add, devs)
 	}
 	if err != nil {
 		// Nothing added; the removals stand.

@@ -24,6 +24,7 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
@@ -171,10 +172,14 @@ type Devices struct {
 	IDs   map[string][]string
 	Err   error
 	Calls []string // "namespace/name resource"
+	// Derived, if set, makes the devices a DRA driver's: each one's
+	// device-info derived from its data.
+	Derived func(id string) *deviceinfo.DeviceInfo
 }
 
-// DeviceIDs implements attach.DeviceSource.
-func (d *Devices) DeviceIDs(_ context.Context, pod attach.DevicePod, res string) ([]string, error) {
+// Devices implements attach.DeviceSource: a device plugin's devices, or
+// with Info a DRA driver's (From names the ID, Info derives device-info).
+func (d *Devices) Devices(_ context.Context, pod attach.DevicePod, res string) ([]attach.Device, error) {
 	d.Mu.Lock()
 	defer d.Mu.Unlock()
 	d.Calls = append(d.Calls, pod.Namespace+"/"+pod.Name+" "+res)
@@ -184,7 +189,15 @@ func (d *Devices) DeviceIDs(_ context.Context, pod attach.DevicePod, res string)
 	if len(d.IDs[res]) == 0 {
 		return nil, fmt.Errorf("resource %q of pod %s/%s: the kubelet allocated no device of the resource to the pod", res, pod.Namespace, pod.Name)
 	}
-	return slices.Clone(d.IDs[res]), nil
+	var out []attach.Device
+	for _, id := range d.IDs[res] {
+		dev := attach.Device{ID: id}
+		if d.Derived != nil {
+			dev.From, dev.Info = "ResourceClaim test/claim device "+id, d.Derived(id)
+		}
+		out = append(out, dev)
+	}
+	return out, nil
 }
 
 // RecorderNet is a network config of the recording plugin.

@@ -64,7 +64,13 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	if err != nil {
 		return nil, err
 	}
-	km.Devices = kube.DeviceSource{Client: podRes}
+	// Other DRA drivers' devices (Multus's resourceName attribute): the
+	// node's ResourceSlices, from an informer.
+	draDevices, err := kube.NodeSlices(ctx, clients.Core, clients.NodeName)
+	if err != nil {
+		log.WithError(err).Warn("Kubernetes mode: networks cannot take devices of other DRA drivers (device plugins' still work)")
+	}
+	km.Devices = kube.DeviceSource{Client: podRes, DRA: draDevices}
 	km.DeviceInfo = deviceinfo.Store{Dir: cfg.HostPath(k.DeviceInfo()), PluginDir: k.DeviceInfo()}
 	var claims *state.Claims
 	if k.DRAOn() {

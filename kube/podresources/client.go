@@ -200,6 +200,17 @@ func (c *Client) PodResources(ctx context.Context, pod Pod) (*PodResources, erro
 	return p, nil
 }
 
+// Select finds pod in the kubelet's answers and hands it to accept, whose
+// error means "not (yet) there": a cached or older answer is then replaced
+// by a fresh call, and a fresh answer's error is returned (wrapped with the
+// pod). DeviceIDs is Select for one device plugin resource.
+func (c *Client) Select(ctx context.Context, pod Pod, accept func(*PodResources) error) error {
+	if _, err := c.lookup(ctx, pod, accept); err != nil {
+		return fmt.Errorf("podresources: pod %s: %w", pod, err)
+	}
+	return nil
+}
+
 // Forget drops the pod's cached answer (call it when the pod is removed).
 func (c *Client) Forget(uid string) {
 	c.mu.Lock()

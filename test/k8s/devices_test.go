@@ -110,19 +110,13 @@ func TestDevicePluginNetworks(t *testing.T) {
 	require.Len(t, allocated, 2, "the kubelet allocated the pod two devices: %v", dp.Allocations())
 	t.Logf("pod %s/%s (sandbox %s) has devices %v", ns, name, sandbox, allocated)
 
-	want := map[string]struct{ ifname, device string }{
+	want := deviceWant{
 		"cni-" + nadA: {"net1", allocated[0]},
 		"cni-" + nadB: {"net2", allocated[1]},
 	}
-	adds := callsOf(t, record, "ADD", sandbox)
-	require.Len(t, adds, 2, "one ADD per network for the sandbox")
 	infoFiles := map[string]string{}
-	for _, c := range adds {
-		w, ok := want[c.Network]
-		require.True(t, ok, "ADD of %s", c.Network)
-		assert.Equal(t, w.ifname, c.IfName, c.Network)
-		assert.Equal(t, w.device, c.runtime.DeviceID, "%s: runtimeConfig.deviceID (capability deviceID)", c.Network)
-		assert.Equal(t, w.device, c.DeviceID, "%s: the config's deviceID", c.Network)
+	for _, c := range assertADDsGetTheirDevices(t, record, sandbox, want) {
+		w := want[c.Network]
 		assert.Equal(t, filepath.Join(o.DeviceInfoDir, "cni"), filepath.Dir(c.runtime.DeviceInfoFile),
 			"%s: CNIDeviceInfoFile under kubernetes.deviceInfoDir", c.Network)
 		assert.Contains(t, filepath.Base(c.runtime.DeviceInfoFile), sandbox+"_"+w.ifname, c.Network)
@@ -176,18 +170,7 @@ func TestDevicePluginNetworks(t *testing.T) {
 
 	f.deletePod(ns, name)
 	f.waitReleased(sandbox)
-	dels := callsOf(t, record, "DEL", sandbox)
-	require.NotEmpty(t, dels, "DELs for the sandbox")
-	seen := map[string]bool{}
-	for _, c := range dels {
-		w, ok := want[c.Network]
-		require.True(t, ok, "DEL of %s", c.Network)
-		seen[c.Network] = true
-		assert.Equal(t, w.ifname, c.IfName, c.Network)
-		assert.Equal(t, w.device, c.runtime.DeviceID, "%s: DEL's runtimeConfig.deviceID is the ADD's", c.Network)
-		assert.Equal(t, w.device, c.DeviceID, "%s: DEL's config deviceID is the ADD's", c.Network)
-	}
-	assert.Len(t, seen, 2, "a DEL of each network")
+	assertDELsGetTheirDevices(t, record, sandbox, want)
 	for _, w := range want {
 		assert.Equal(t, macs[w.device], hostLink(w.device), "device %s back on the host", w.device)
 	}
@@ -213,6 +196,44 @@ func TestDevicePluginNetworks(t *testing.T) {
 	assert.Empty(t, f.nodeFiles(f.sandboxes(string(bare.UID))...), "a refused sandbox leaves nothing on the node")
 }
 
+// deviceWant is a network's interface and device, by its CNI name.
+type deviceWant map[string]struct{ ifname, device string }
+
+// assertADDsGetTheirDevices: one ADD of each network of want for the
+// sandbox, with its interface and its device (runtimeConfig.deviceID and
+// the config's deviceID); the ADDs.
+func assertADDsGetTheirDevices(t *testing.T, record, sandbox string, want deviceWant) []recordedCall {
+	t.Helper()
+	adds := callsOf(t, record, "ADD", sandbox)
+	require.Len(t, adds, len(want), "one ADD per network for the sandbox")
+	for _, c := range adds {
+		w, ok := want[c.Network]
+		require.True(t, ok, "ADD of %s", c.Network)
+		assert.Equal(t, w.ifname, c.IfName, c.Network)
+		assert.Equal(t, w.device, c.runtime.DeviceID, "%s: runtimeConfig.deviceID (capability deviceID)", c.Network)
+		assert.Equal(t, w.device, c.DeviceID, "%s: the config's deviceID", c.Network)
+	}
+	return adds
+}
+
+// assertDELsGetTheirDevices: the sandbox's DELs, one or more of each
+// network of want, each with the device its ADD got.
+func assertDELsGetTheirDevices(t *testing.T, record, sandbox string, want deviceWant) {
+	t.Helper()
+	dels := callsOf(t, record, "DEL", sandbox)
+	require.NotEmpty(t, dels, "DELs for the sandbox")
+	seen := map[string]bool{}
+	for _, c := range dels {
+		w, ok := want[c.Network]
+		require.True(t, ok, "DEL of %s", c.Network)
+		seen[c.Network] = true
+		assert.Equal(t, w.ifname, c.IfName, c.Network)
+		assert.Equal(t, w.device, c.runtime.DeviceID, "%s: DEL's runtimeConfig.deviceID is the ADD's", c.Network)
+		assert.Equal(t, w.device, c.DeviceID, "%s: DEL's config deviceID is the ADD's", c.Network)
+	}
+	assert.Len(t, seen, len(want), "a DEL of each network")
+}
+
 // createResourceNAD creates a NAD of device plugin resource res (the
 // annotation); the cleanup deletes it.
 func (f *fixture) createResourceNAD(ns, name, res, config string) {
@@ -232,9 +253,15 @@ func (f *fixture) createResourceNAD(ns, name, res, config string) {
 // names through ("capabilities": {"deviceID": true, "CNIDeviceInfoFile":
 // true}); waitReadyNotRefused says so at once if it does not.
 func recorderConfig(cniName, record string) string {
+	return deviceRecorderConfig(cniName, record, true)
+}
+
+// deviceRecorderConfig is recorderConfig, moving the device or only
+// recording it (a DRA fake device has no link named as its ID).
+func deviceRecorderConfig(cniName, record string, move bool) string {
 	data, _ := json.Marshal(map[string]any{
 		"cniVersion": "1.0.0", "name": cniName,
-		"plugins": []any{map[string]any{"type": k8sdeploy.RecorderType, "recordFile": record, "moveDevice": true,
+		"plugins": []any{map[string]any{"type": k8sdeploy.RecorderType, "recordFile": record, "moveDevice": move,
 			"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true}}},
 	})
 	return string(data)

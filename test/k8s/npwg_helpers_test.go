@@ -13,6 +13,7 @@ import (
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-cni/nri-cni/test/harness"
@@ -115,10 +116,20 @@ func (n *nadNet) contains(addr string) bool {
 	return ip != nil && subnet.Contains(ip)
 }
 
-// namespace creates a namespace; the cleanup deletes it.
+// namespace creates a namespace (once an earlier test's namespace of that
+// name is gone: the overlay's DevicesNamespace serves several tests); the
+// cleanup deletes it.
 func (f *fixture) namespace(name string) {
 	f.t.Helper()
-	_, err := f.k.CoreV1().Namespaces().Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	var err error
+	f.waitFor("namespace "+name+" created", waitLong, func() (bool, string) {
+		_, err = f.k.CoreV1().Namespaces().Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return true, ""
+		}
+		old, gerr := f.k.CoreV1().Namespaces().Get(f.ctx, name, metav1.GetOptions{})
+		return gerr == nil && old.DeletionTimestamp == nil, fmt.Sprintf("an earlier one is being deleted: %v", err)
+	})
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() { _ = f.k.CoreV1().Namespaces().Delete(f.ctx, name, metav1.DeleteOptions{}) })
 }

@@ -1,0 +1,107 @@
+package k8s
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nri-cni/nri-cni/test/fakes/dradriver"
+	"github.com/nri-cni/nri-cni/test/harness"
+	"github.com/nri-cni/nri-cni/test/testenv"
+)
+
+// TestDRADeviceNetworks: another DRA driver's devices behind NADs, as
+// Multus ≥ 4.3.1 and dra-driver-sriov's Multus mode have them. The fake
+// DRA driver (registered with the node's kubelet, its ResourceSlice
+// publishing k8s.cni.cncf.io/resourceName and k8s.cni.cncf.io/deviceID on
+// three devices) allocates a pod two devices through a ResourceClaim; two
+// NADs annotated with that resourceName take them in device ID order (the
+// first network the first): each ADD carries its device as
+// runtimeConfig.deviceID and the config's deviceID, network-status has
+// each one's device-info (derived from the PCI address the driver
+// publishes), found through the kubelet's PodResources API and the node's
+// ResourceSlices (no API call on the attach path). nri-cni restarted, the
+// pod deleted: each DEL carries the device its ADD got.
+func TestDRADeviceNetworks(t *testing.T) {
+	f := newFixture(t)
+	o := f.w.o
+	require.NotEmpty(t, o.DevicesNamespace, "the overlay's namespace for cni-recorder NADs")
+	ns := o.DevicesNamespace
+	f.namespace(ns)
+
+	res := testenv.UniqueName("fake.example/dra-nic-")
+	d, err := dradriver.Start(f.ctx, dradriver.Options{DriverName: testenv.UniqueName("nic-") + ".fake.example.com",
+		NodeName: f.w.c.NodeName, Client: f.w.c.Client, KubeletDir: f.w.c.KubeletRootDir, Devices: 3, ResourceName: res, Logf: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, d.Stop(f.ctx), "stopping the fake DRA driver") })
+	_, err = f.k.ResourceV1().DeviceClasses().Create(f.ctx, dradriver.DeviceClass(d.Name()), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, d.Name(), metav1.DeleteOptions{}) })
+	tmpl := harness.RandomName("nics-")
+	_, err = f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, dradriver.ClaimTemplate(ns, tmpl, "nics", d.Name(), 2), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, tmpl, metav1.DeleteOptions{}) })
+
+	record := filepath.Join(o.RecordDir, harness.RandomName("dra-devices-")+".jsonl")
+	nadA, nadB := harness.RandomName("dra-a-"), harness.RandomName("dra-b-")
+	for _, n := range []string{nadA, nadB} {
+		f.createResourceNAD(ns, n, res, deviceRecorderConfig("cni-"+n, record, false))
+	}
+
+	name := harness.RandomName("dra-devices-")
+	pod := f.pod(name, ns, map[string]string{npwgAnnotation: nadA + "," + nadB})
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
+	f.create(pod)
+	sel := ownerLabel + "=" + f.owner
+	t.Cleanup(func() {
+		_ = f.k.CoreV1().Pods(ns).DeleteCollection(f.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+		f.waitPodsGone(ns, "", sel)
+	})
+	got := f.waitReadyNotRefused(ns, name)
+	sandbox, _ := f.readySandbox(got)
+
+	// The claim's devices, by PCI address: what the driver publishes as
+	// k8s.cni.cncf.io/deviceID.
+	require.Len(t, got.Status.ResourceClaimStatuses, 1)
+	claim, err := f.k.ResourceV1().ResourceClaims(ns).Get(f.ctx, *got.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Status.Allocation)
+	var allocated []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		for _, dev := range d.Devices() {
+			if dev.Name == r.Device {
+				allocated = append(allocated, dev.PCIAddress)
+			}
+		}
+	}
+	slices.Sort(allocated)
+	require.Len(t, allocated, 2, "the scheduler allocated the claim two of the driver's devices")
+	t.Logf("pod %s/%s (sandbox %s): claim %s, devices %v", ns, name, sandbox, claim.Name, allocated)
+
+	want := deviceWant{
+		"cni-" + nadA: {"net1", allocated[0]},
+		"cni-" + nadB: {"net2", allocated[1]},
+	}
+	for _, c := range assertADDsGetTheirDevices(t, record, sandbox, want) {
+		assert.NotEmpty(t, c.runtime.DeviceInfoFile, "%s: CNIDeviceInfoFile", c.Network)
+	}
+	entries := f.deviceStatus(ns, name)
+	for _, w := range want {
+		e, ok := entries[w.ifname]
+		require.True(t, ok, "network-status entry of %s: %v", w.ifname, entries)
+		require.NotNil(t, e.DeviceInfo, "device-info of %s", w.ifname)
+		require.NotNil(t, e.DeviceInfo.Pci, w.ifname)
+		assert.Equal(t, w.device, e.DeviceInfo.Pci.PciAddress, "%s: the claimed device's address", w.ifname)
+	}
+
+	f.restartNRICNI()
+	f.deletePod(ns, name)
+	f.waitReleased(sandbox)
+	assertDELsGetTheirDevices(t, record, sandbox, want)
+}
