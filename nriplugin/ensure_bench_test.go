@@ -80,6 +80,7 @@ func BenchmarkCreateContainerThroughNRI(b *testing.B) {
 		{"not-subscribed", podOnly{p}, false},
 		{"subscribed", p, false},
 		{"subscribed+validator-requires-nri-cni", p, true},
+		{"subscribed+validator-requires-nri-cni+nri-cni-validates", validating{p}, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := startNRIRuntime(b, tc.plugin, tc.validate)
@@ -95,6 +96,17 @@ func BenchmarkCreateContainerThroughNRI(b *testing.B) {
 			}
 		})
 	}
+}
+
+// validating is nri-cni as it subscribes on a runtime with validation
+// (validate.go): also as a validator of every container.
+type validating struct{ *Plugin }
+
+func (v validating) Configure(ctx context.Context, cfg, rt, ver string) (api.EventMask, error) {
+	if _, err := v.Plugin.Configure(ctx, cfg, rt, ver); err != nil {
+		return 0, err
+	}
+	return subscription("v0.12.3"), nil
 }
 
 // startNRIRuntime starts the runtime side of NRI (what containerd embeds)
