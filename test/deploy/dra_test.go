@@ -28,7 +28,7 @@ var draRules = []rbacv1.PolicyRule{
 		ResourceNames: []string{dra.DriverName},
 		Verbs:         []string{resourcev1.VerbPrefixAssociatedNode + "patch"}},
 	{APIGroups: []string{resourcev1.GroupName}, Resources: []string{"resourceslices"},
-		Verbs: []string{"list", "watch", "create", "update", "delete"}},
+		Verbs: []string{"create", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 }
 

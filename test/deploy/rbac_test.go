@@ -22,15 +22,17 @@ import (
 const nadResource = "network-attachment-definitions"
 
 // TestRBACIsWhatKubeUses: the ClusterRole grants exactly what kube/ calls —
-// NADs list/watch (and get), pods patch, core Events create/patch, and what
-// the DRA driver's calls need (draRules) — to the DaemonSet's
-// ServiceAccount.
+// NADs list/watch (and get), pods patch, core Events create/patch, the
+// node's ResourceSlices list/watch (kube.NodeSlices: other DRA drivers'
+// devices behind NADs), and what the DRA driver's calls need (draRules) —
+// to the DaemonSet's ServiceAccount.
 func TestRBACIsWhatKubeUses(t *testing.T) {
 	b := loadBase(t)
 	assert.Equal(t, append([]rbacv1.PolicyRule{
 		{APIGroups: []string{nadv1.SchemeGroupVersion.Group}, Resources: []string{nadResource}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"list", "watch"}},
 	}, draRules...), b.ClusterRole.Rules)
 
 	sa := b.ServiceAccount
