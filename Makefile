@@ -92,7 +92,7 @@ bench: ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real con
 	$(call install_tools,$(TOOLS_K8S))
 	$(GO) test -run xxx -bench . -benchtime 300x ./state/ ./kube/dra/
 	$(GO) test -run xxx -bench 'Storm100' -benchtime 5x ./kube/podresources/ ./attach/
-	$(GO) test -run xxx -bench 'CreateContainerThroughNRI' -benchtime 3000x ./nriplugin/
+	$(GO) test -run xxx -bench 'CreateContainerThroughNRI' -benchtime 3000x ./hook/nri/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)
 
 .PHONY: fuzz

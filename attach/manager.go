@@ -1,7 +1,7 @@
 // Package attach is the attachment engine: for one sandbox at a time it
 // plans (package plan), records the intent, ADDs, rolls back what a failure
 // left, DELs, and keeps the records — under per-sandbox locks, inside the
-// runtime's deadline. The runtime adapters (nriplugin, ocihook) and the
+// runtime's deadline. The runtime adapters (hook/nri, hook/oci) and the
 // reconcilers (reconcile) drive it; it talks to CNI (cni), namespaces
 // (netns) and records (state) below it.
 //

@@ -1,7 +1,7 @@
 // Package attachtest builds attachment engines for tests: a Manager over the
 // recording CNI plugin (test/fakes/cni-recorder) in temp dirs, a fake
 // namespace resolver, and, for Kubernetes mode, a fake NAD source and status
-// sink. Tests of attach, reconcile, nriplugin and ocihook share it. Call
+// sink. Tests of attach, reconcile, hook/nri and hook/oci share it. Call
 // Main from the package's TestMain.
 package attachtest
 

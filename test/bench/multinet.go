@@ -19,7 +19,7 @@ import (
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/netns"
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/harness"
@@ -108,7 +108,7 @@ func newMultiNet(ctx context.Context, e *env, kind string, k int, parallel bool)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nriplugin.RunExternal(pctx, nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
+		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
 	}()
 	c.stop = func() { cancel(); <-done }
 	return c, c.rs.waitPlugin()

@@ -11,7 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/test/harness"
 )
@@ -86,7 +86,7 @@ func benchNRI(ctx context.Context, e *env, rep *report, n int) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nriplugin.RunExternal(pctx, nriplugin.New(&nriplugin.Engine{Manager: c.mgr, Resync: reconcile.NewResyncer(c.mgr)}, nil, logrus.NewEntry(quiet)), rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
+		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: c.mgr, Resync: reconcile.NewResyncer(c.mgr)}, nil, logrus.NewEntry(quiet)), rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
 	}()
 	defer func() { cancel(); <-done }()
 	if err := rs.waitPlugin(); err != nil {

@@ -14,7 +14,7 @@ import (
 // The data path (event → netns → CNI → state) never imports the Kubernetes
 // API client: the attach path cannot call the API server. Only kube/ does.
 func TestCorePackagesDoNotImportClientGo(t *testing.T) {
-	for _, pkg := range []string{"./cmd/nri-cni", "./nriplugin", "./ocihook", "./plan", "./attach", "./reconcile", "./cni", "./netns", "./state", "./config", "./metrics", "./nadpolicy", "./migrate", "./deviceinfo"} {
+	for _, pkg := range []string{"./cmd/nri-cni", "./hook/nri", "./hook/oci", "./plan", "./attach", "./reconcile", "./cni", "./netns", "./state", "./config", "./metrics", "./nadpolicy", "./migrate", "./deviceinfo"} {
 		cmd := exec.Command("go", "list", "-deps", pkg)
 		cmd.Dir = harness.RepoRoot()
 		out, err := cmd.Output()

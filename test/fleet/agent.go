@@ -21,7 +21,7 @@ import (
 	"github.com/nri-cni/nri-cni/kube"
 	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/nadpolicy"
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 )
@@ -36,7 +36,7 @@ import (
 type Agent struct {
 	Node    *Node
 	Counter *Counter
-	Plugin  *nriplugin.Plugin
+	Plugin  *nri.Plugin
 	Mode    *kube.Mode
 	Watcher *kube.PodWatcher
 	Driver  *dra.Driver
@@ -124,7 +124,7 @@ func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Co
 	mgr := attach.New(cfg, attach.Deps{Engine: engine, Netns: n.netns, Store: store, NADs: a.Mode.Source,
 		Sink: a.Mode.Status, Claims: claims, Log: log, Routes: func(string, string, []net.IP) error { return nil }})
 	resync := reconcile.NewResyncer(mgr)
-	a.Plugin = nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: resync}, nil, log)
+	a.Plugin = nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	a.Mode.Status.OnWritten(mgr.StatusWritten)
 
 	a.Watcher = kube.NewPodWatcher(clients.Core, n.Name, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})

@@ -22,7 +22,7 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 	"github.com/nri-cni/nri-cni/test/testenv"
@@ -241,7 +241,7 @@ func (e *env) startPlugin() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nriplugin.RunExternal(ctx, nriplugin.New(&nriplugin.Engine{Manager: e.mgr, Resync: reconcile.NewResyncer(e.mgr)}, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
+		_ = nri.RunExternal(ctx, nri.New(&nri.Engine{Manager: e.mgr, Resync: reconcile.NewResyncer(e.mgr)}, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	e.waitSync()

@@ -20,7 +20,7 @@ import (
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/nodeconf"
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 )
 
 // nodeCheckFile holds the last check, in the state dir (hidden: not a record).
@@ -96,7 +96,7 @@ func printNodeCheck(w io.Writer, stateDir string) {
 // name and version come with it) in the background, and tells the plugin
 // (an unprotected pod is a warning only where the node fails closed) and
 // the metrics (nil: none) the outcome.
-func watchNode(plugin *nriplugin.Plugin, m *metrics.Metrics, log *logrus.Entry) {
+func watchNode(plugin *nri.Plugin, m *metrics.Metrics, log *logrus.Entry) {
 	var failsClosed atomic.Bool
 	plugin.NodeFailClosed = failsClosed.Load
 	plugin.OnRuntime = func(runtime, version string) {

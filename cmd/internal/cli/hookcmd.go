@@ -11,7 +11,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/ocihook"
+	"github.com/nri-cni/nri-cni/hook/oci"
 	"github.com/nri-cni/nri-cni/reconcile"
 )
 
@@ -37,7 +37,7 @@ func (a *app) hookCmd(ctx context.Context, args []string) int {
 	}
 	defer closeLog()
 	defer unlock()
-	h := &ocihook.OCIHook{Mgr: mgr, Hook: mgr.Config().Hook, Stdin: a.stdin, Log: log}
+	h := &oci.OCIHook{Mgr: mgr, Hook: mgr.Config().Hook, Stdin: a.stdin, Log: log}
 	if err := h.Run(ctx, stage); err != nil {
 		return a.fail("hook %s: %v", stage, err)
 	}

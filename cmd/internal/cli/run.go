@@ -15,7 +15,7 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/metrics"
-	"github.com/nri-cni/nri-cni/nriplugin"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 )
@@ -67,7 +67,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 		return a.fail("%v", err)
 	}
 	resync := reconcile.NewResyncer(mgr)
-	plugin := nriplugin.New(&nriplugin.Engine{Manager: mgr, Resync: resync}, nil, log)
+	plugin := nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	plugin.Name, plugin.Idx = *name, *idx
 	if err := serveHook(ctx, plugin, cfg, log); err != nil {
 		return a.fail("%v", err)
@@ -106,7 +106,7 @@ func (a *app) runExternal(ctx context.Context, args []string) int {
 	}
 	log.WithFields(logrus.Fields{"socket": *socket, "plugin": *idx + "-" + *name, "version": buildVersion()}).Info("nri-cni starting")
 	go releaseAfterStart(ctx, log)
-	err = nriplugin.RunExternal(ctx, plugin, *socket, *name, *idx, log)
+	err = nri.RunExternal(ctx, plugin, *socket, *name, *idx, log)
 	finishAttaches(mgr, log)
 	if err != nil {
 		log.WithError(err).Error("nri-cni stopped")
@@ -160,8 +160,8 @@ func (a *app) prelaunched(ctx context.Context) int {
 		}
 	}()
 	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
-	var plugin *nriplugin.Plugin // set below; configured before its first event
-	configure := func(ctx context.Context, text string) (*nriplugin.Engine, error) {
+	var plugin *nri.Plugin // set below; configured before its first event
+	configure := func(ctx context.Context, text string) (*nri.Engine, error) {
 		cfg, err := config.Parse([]byte(text))
 		if err != nil {
 			return nil, fmt.Errorf("config from the runtime (%s.conf): %w", a.getenv(api.PluginNameEnvVar), err)
@@ -193,15 +193,15 @@ func (a *app) prelaunched(ctx context.Context) int {
 			return nil, err
 		}
 		// The watchers live as long as the process, not the request.
-		return &nriplugin.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, startWatchers(runCtx, mgr, log)
+		return &nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, startWatchers(runCtx, mgr, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
-	plugin = nriplugin.New(nil, configure, log)
+	plugin = nri.New(nil, configure, log)
 	plugin.Name, plugin.Idx = a.getenv(api.PluginNameEnvVar), a.getenv(api.PluginIdxEnvVar)
 	watchNode(plugin, nil, log)
 	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
-	if err := nriplugin.RunPrelaunched(ctx, plugin); err != nil {
-		if nriplugin.ClosedByRuntime(err) {
+	if err := nri.RunPrelaunched(ctx, plugin); err != nil {
+		if nri.ClosedByRuntime(err) {
 			// The runtime shutting down or restarting (it relaunches us).
 			log.WithField("reason", err).Info("the runtime closed the connection: nri-cni stopped")
 			return 0
@@ -217,7 +217,7 @@ func (a *app) prelaunched(ctx context.Context) int {
 // backgroundAttach): the plugin answers the hook on its socket until ctx
 // ends and adds it to containers whose pod is still being attached. A
 // reconfigured pre-launched plugin keeps the socket it serves.
-func serveHook(ctx context.Context, plugin *nriplugin.Plugin, cfg config.Config, log *logrus.Entry) error {
+func serveHook(ctx context.Context, plugin *nri.Plugin, cfg config.Config, log *logrus.Entry) error {
 	fc := cfg.FailClosed
 	if !fc.HookOn() || plugin.Hook.Socket != "" {
 		return nil
@@ -237,14 +237,14 @@ func serveHook(ctx context.Context, plugin *nriplugin.Plugin, cfg config.Config,
 	if err := plugin.ServeAwait(ctx, fc.HookSocket); err != nil {
 		return fmt.Errorf("failClosed.hookSocket: %w", err)
 	}
-	plugin.Hook = nriplugin.Hook{Path: path, Socket: fc.HookSocket, Timeout: fc.HookTimeout.D()}
+	plugin.Hook = nri.Hook{Path: path, Socket: fc.HookSocket, Timeout: fc.HookTimeout.D()}
 	log.WithFields(logrus.Fields{"socket": fc.HookSocket, "hook": path}).Info("await hook on: a container whose pod is still being attached waits for it in an OCI hook, outside NRI")
 	return nil
 }
 
 // serving is the readiness probe's answer: the plugin connected and
 // synchronized with the runtime, and Kubernetes mode (if on) ready.
-func serving(plugin *nriplugin.Plugin, kube *KubeMode) (bool, string) {
+func serving(plugin *nri.Plugin, kube *KubeMode) (bool, string) {
 	ok, why := plugin.Serving()
 	if !ok {
 		return false, why

@@ -1,10 +1,10 @@
-// Package nriplugin is the NRI runtime adapter: it connects to containerd's
+// Package nri is the NRI runtime adapter: it connects to containerd's
 // or CRI-O's NRI socket (or is handed one when pre-launched), translates each
 // pod event into an attach.Sandbox and hands it to the attachment engine.
 // Each handler only translates, times and logs; the engine does the work.
 // Idempotency: see package attach (Run twice attaches once; Stop/Remove
 // repeat safely).
-package nriplugin
+package nri
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nriplugin
+package nri
 
 // Whether a pod that gets nri-cni's networks requires nri-cni: the node's
 // NRI default validator refuses the pod's containers while nri-cni is away
@@ -10,14 +10,14 @@ package nriplugin
 import (
 	"strings"
 
-	nriplugin "github.com/containerd/nri/pkg/plugin"
+	nriapi "github.com/containerd/nri/pkg/plugin"
 	"sigs.k8s.io/yaml"
 )
 
 // RequiredAnnotation is the annotation the validator reads (the pod-wide
 // key; "/container.<name>" scopes it to one container, the bare key is the
 // fallback).
-const RequiredAnnotation = nriplugin.RequiredPluginsAnnotation + "/pod"
+const RequiredAnnotation = nriapi.RequiredPluginsAnnotation + "/pod"
 
 // maxRequiredValue bounds the annotation value parsed (tenant input).
 const maxRequiredValue = 4096
@@ -26,7 +26,7 @@ const maxRequiredValue = 4096
 // plugin name (or idx-name) for every container without a key of its own.
 func requires(annotations map[string]string, name, idx string) bool {
 	value := ""
-	for _, key := range []string{RequiredAnnotation, nriplugin.RequiredPluginsAnnotation} {
+	for _, key := range []string{RequiredAnnotation, nriapi.RequiredPluginsAnnotation} {
 		if v, ok := annotations[key]; ok {
 			value = v
 			break

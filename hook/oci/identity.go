@@ -1,4 +1,4 @@
-package ocihook
+package oci
 
 // Whose word the OCI hook takes for a container's pod identity. Under a CRI
 // runtime the spec's annotations mix the runtime's keys with the pod's own

@@ -1,9 +1,9 @@
-// Package ocihook is the OCI hook runtime adapter: the runtime (runc,
+// Package oci is the OCI hook runtime adapter: the runtime (runc,
 // podman, CRI-O hooks.d, containerd via NRI's hook-injector) runs
 // `nri-cni hook STAGE` with the container's state (runtime-spec
 // specs.State) on stdin. createRuntime/prestart attach, poststop detaches;
 // both go through the same attachment engine as the NRI plugin.
-package ocihook
+package oci
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nriplugin
+package nri
 
 // What subscribing to CreateContainer costs every container creation on the
 // node: the handler alone, and the whole NRI round trip (runtime side

@@ -1,4 +1,4 @@
-package ocihook
+package oci
 
 import (
 	"testing"

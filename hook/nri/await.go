@@ -1,4 +1,4 @@
-package nriplugin
+package nri
 
 // The await hook (failClosed.hookSocket, with backgroundAttach). The
 // runtime counts a plugin present for its NRI validator when it sends it a

@@ -1,4 +1,4 @@
-package nriplugin
+package nri
 
 // Closing the runtime's window on a plugin that dies mid-request.
 //
