@@ -252,6 +252,23 @@ var (
 )
 
 // validNamespace: a DNS-1123 label, as Kubernetes namespaces are.
+// networkNames checks a list of CNI network names at key (its entries
+// named key[i]): each a valid name, none twice.
+func networkNames(key string, names []string) error {
+	seen := map[string]bool{}
+	for i, n := range names {
+		at := fmt.Sprintf("%s[%d]", key, i)
+		if !networkNameRe.MatchString(n) {
+			return fmt.Errorf("%w: %s: %q is not a valid CNI network name", ErrInvalid, at, n)
+		}
+		if seen[n] {
+			return fmt.Errorf("%w: %s: network %q listed twice", ErrInvalid, at, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
 func validNamespace(ns string) bool {
 	if len(ns) == 0 || len(ns) > 63 || ns[0] == '-' || ns[len(ns)-1] == '-' {
 		return false
@@ -288,15 +305,8 @@ func (c *Config) Validate() error {
 	if len(c.Networks) > maxNetworks {
 		return bad("networks", "at most %d networks, got %d", maxNetworks, len(c.Networks))
 	}
-	seen := map[string]bool{}
-	for i, n := range c.Networks {
-		if !networkNameRe.MatchString(n) {
-			return bad(fmt.Sprintf("networks[%d]", i), "%q is not a valid CNI network name", n)
-		}
-		if seen[n] {
-			return bad(fmt.Sprintf("networks[%d]", i), "network %q listed twice", n)
-		}
-		seen[n] = true
+	if err := networkNames("networks", c.Networks); err != nil {
+		return err
 	}
 	if len(c.IfnamePrefix) > maxIfnamePrefixLen || !ifnameRe.MatchString(c.IfnamePrefix) {
 		return bad("ifnamePrefix", "%q must be 1-%d letters, digits, '_' or '-', starting with a letter",

@@ -120,15 +120,8 @@ func (d *DRAConfig) validate() error {
 	if d.KubeletDir != "" && !filepath.IsAbs(d.KubeletDir) {
 		return bad("kubeletDir", "must be an absolute path, got %q", d.KubeletDir)
 	}
-	seen := map[string]bool{}
-	for i, n := range d.NodeNetworks {
-		if !networkNameRe.MatchString(n) {
-			return bad(fmt.Sprintf("nodeNetworks[%d]", i), "%q is not a CNI network name", n)
-		}
-		if seen[n] {
-			return bad(fmt.Sprintf("nodeNetworks[%d]", i), "%q listed twice", n)
-		}
-		seen[n] = true
+	if err := networkNames("kubernetes.dra.nodeNetworks", d.NodeNetworks); err != nil {
+		return err
 	}
 	switch d.Sharing {
 	case "", SharingAuto, SharingMultiple, SharingSlots:
