@@ -78,15 +78,24 @@ func NewClientsFor(rc *rest.Config, node string) (*Clients, error) {
 	// client-go's default (5 QPS, burst 10) would make a node's pod storm
 	// wait seconds for its network-status; the kubelet's own defaults.
 	rc.QPS, rc.Burst = 50, 100
+	core, nad, err := clientsFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Core: core, NAD: nad, NodeName: node, Host: rc.Host}, nil
+}
+
+// clientsFor builds the core and NAD clients of rc.
+func clientsFor(rc *rest.Config) (kubernetes.Interface, nadclient.Interface, error) {
 	core, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes API client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes API client: %w", err)
 	}
 	nad, err := nadclient.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
+		return nil, nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 	}
-	return &Clients{Core: core, NAD: nad, NodeName: node, Host: rc.Host}, nil
+	return core, nad, nil
 }
 
 // Mode is Kubernetes mode running: the source and sink to hand the Manager.

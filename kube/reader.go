@@ -43,13 +43,9 @@ func NewReader(path, kubeContext string) (*Reader, error) {
 		return nil, fmt.Errorf("kubernetes API client (kubeconfig %q, context %q): %w", path, kubeContext, err)
 	}
 	rc.UserAgent = "nri-cni-migrate-check"
-	core, err := kubernetes.NewForConfig(rc)
+	core, nad, err := clientsFor(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes API client: %w", err)
-	}
-	nad, err := nadclient.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
+		return nil, err
 	}
 	r := NewReaderFor(core, nad)
 	r.Host = rc.Host
