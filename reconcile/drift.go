@@ -42,17 +42,10 @@ func CheckAttachments(ctx context.Context, m *attach.Manager) CheckResult {
 
 // RunChecks runs CheckAttachments every interval until ctx ends.
 func RunChecks(ctx context.Context, m *attach.Manager, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			res := CheckAttachments(ctx, m)
-			if res.Failed > 0 || res.Busy > 0 {
-				m.Log().WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")
-			}
+	every(ctx, interval, nil, false, func() {
+		res := CheckAttachments(ctx, m)
+		if res.Failed > 0 || res.Busy > 0 {
+			m.Log().WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")
 		}
-	}
+	})
 }

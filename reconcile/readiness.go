@@ -67,16 +67,5 @@ func CheckReadiness(ctx context.Context, m *attach.Manager) []NetworkReadiness {
 // RunReadiness checks readiness now, every interval and whenever kick
 // receives, until ctx ends.
 func RunReadiness(ctx context.Context, m *attach.Manager, interval time.Duration, kick <-chan struct{}) {
-	CheckReadiness(ctx, m)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-kick:
-		}
-		CheckReadiness(ctx, m)
-	}
+	every(ctx, interval, kick, true, func() { CheckReadiness(ctx, m) })
 }

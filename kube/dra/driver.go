@@ -25,6 +25,7 @@ import (
 	"github.com/sirupsen/logrus"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -326,21 +327,15 @@ func (d *Driver) waitServing(ctx context.Context) error {
 	if d.o.Serving == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, servingWait)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := d.o.Serving()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrNotServing, err)
-		case <-tick.C:
-		}
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, servingWait, true, func(context.Context) (bool, error) {
+		err = d.o.Serving()
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotServing, err)
 	}
+	return nil
 }
 
 // prepare checks one claim and records it.
