@@ -8,6 +8,7 @@ package state
 // here; a restarted nri-cni reads them back.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,7 +123,10 @@ func OpenClaims(stateDir string) (*Claims, error) {
 		data, err := os.ReadFile(p)
 		var pc PreparedClaim
 		if err == nil {
-			err = json.Unmarshal(data, &pc)
+			var body []byte
+			if body, _, err = opened(bytes.TrimRight(data, "\n")); err == nil {
+				err = json.Unmarshal(body, &pc)
+			}
 		}
 		if err == nil && pc.UID+suffix != name {
 			err = fmt.Errorf("holds claim UID %q", pc.UID)
@@ -188,6 +192,7 @@ func (c *Claims) Put(pc *PreparedClaim) error {
 	if err != nil {
 		return fmt.Errorf("encoding claim %s/%s: %w", pc.Namespace, pc.Name, err)
 	}
+	data = sealed(data)
 	tmp, err := os.CreateTemp(c.dir, "."+pc.UID+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("writing claim %s/%s: %w", pc.Namespace, pc.Name, err)

@@ -40,6 +40,11 @@ func FuzzJournal(f *testing.F) {
 		strings.Repeat("[", 20000), `{"id":"sb1","networks":` + strings.Repeat("[", 10000) + `}`,
 		strings.Repeat("x", 9<<10), // past compactAt: the next Put rewrites
 		strings.Repeat(good("sb1", PhaseAttached)+"\n", 200),
+		string(sealed([]byte(good("sb1", PhaseAttached)))) + "\n",
+		good("sb1", PhaseAdding) + "\n" + string(sealed([]byte(good("sb1", PhaseAttached)))) + "\n",
+		`{"v":2,"sum":"00000000","id":"sb1","phase":"attached"}` + "\n",
+		good("sb1", PhaseAdding) + "\n" + `{"v":1,"sum":"00000000","id":"sb1","phase":"attached"}` + "\n",
+		`{"v":1,"sum":"0000`, `{"v":-1,"sum":"00000000","id":"sb1"}`, `{"v":1}`, `{"v":99999999999999999999,`,
 	} {
 		f.Add("sb1", []byte(s))
 	}

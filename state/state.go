@@ -1,7 +1,7 @@
 // Package state persists nri-cni's attachment records: one file per sandbox
 // (or hook-mode container) in the state directory. The file is a short
-// journal of JSON lines, each a complete record; the last valid line is the
-// record. It is created with one write of one line and updated by appending
+// journal of JSON lines, each a complete record with its format version and
+// checksum (envelope.go); the last valid line is the record. It is created with one write of one line and updated by appending
 // one line, so a crash of nri-cni leaves the previous record or the new one,
 // never half of one: a torn last line is skipped, and an empty new file reads
 // as corrupt ("no usable record"; it is written before any CNI call). A
@@ -197,7 +197,7 @@ func (s *Store) Put(rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("encoding record %s: %w", rec.ID, err)
 	}
-	data = append(data, '\n')
+	data = append(sealed(data), '\n')
 	if st, err := os.Stat(p); err == nil && st.Size() < compactAt {
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
 		if err == nil {
@@ -278,11 +278,21 @@ func (s *Store) Get(id string) (*Record, error) {
 	}
 	// The last complete line that decodes is the record; a torn or garbled
 	// tail (a crash mid-write) falls back to the line before it.
+	// A line of a newer nri-cni's format stops the search: what it says
+	// supersedes the lines before it, and this nri-cni cannot read it.
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	var lastErr error = errors.New("empty file")
 	for i := len(lines) - 1; i >= 0; i-- {
+		body, _, err := opened(lines[i])
+		if errors.Is(err, ErrNewerRecord) {
+			return nil, fmt.Errorf("%w %s: %w", ErrCorrupt, p, err)
+		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
 		var rec Record
-		if err := json.Unmarshal(lines[i], &rec); err != nil {
+		if err := json.Unmarshal(body, &rec); err != nil {
 			lastErr = err
 			continue
 		}
