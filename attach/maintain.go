@@ -356,3 +356,17 @@ func (r *runningChecks) teardown(id string) (done func()) {
 		}
 	}
 }
+
+// ReportStartedWithout reports s loudly: an error in the log, a Warning
+// Event (Kubernetes mode) and the metric.
+func (m *Manager) ReportStartedWithout(s StartedWithout) {
+	m.log.WithFields(logrus.Fields{"pod": s.Name, "namespace": s.Namespace, "sandbox": s.SandboxID,
+		"containers": s.Containers, "attachedNow": s.Attached, "restarting": s.Restarting}).
+		Error("containers of this pod started before its networks were attached: nri-cni was not serving and the node's runtime did not refuse them (set it up to fail closed: deploy/node)")
+	if sink, ok := m.report.sink.(StartedWithoutSink); ok && m.report.sink != nil {
+		sink.StartedWithoutNetworks(s)
+	}
+	if obs, ok := m.cni.obs.(StartedObserver); ok && m.cni.obs != nil {
+		obs.StartedWithoutNetworks(len(s.Containers))
+	}
+}

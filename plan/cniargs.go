@@ -21,20 +21,21 @@ import (
 // ErrCNIArgsNotAllowed: a pod passed a cni-args key podCNIArgs does not list.
 var ErrCNIArgsNotAllowed = errors.New("cni-args key not allowed by " + config.PodCNIArgsKey)
 
-// checkCNIArgs validates an element's cni-args against podCNIArgs and the
-// capability keys' forms. where names the element.
-func (p *Planner) checkCNIArgs(where string, args map[string]any) error {
+// checkCNIArgs validates an element's cni-args against nri.conf's
+// podCNIArgs (keys) and podCapabilities (caps) and the capability keys'
+// forms. where names the element.
+func checkCNIArgs(keys []string, caps podCapabilities, where string, args map[string]any) error {
 	for _, k := range slices.Sorted(maps.Keys(args)) {
-		if !slices.Contains(p.cfg.PodCNIArgs, k) {
+		if !slices.Contains(keys, k) {
 			allowed := "none: cni-args are off"
-			if len(p.cfg.PodCNIArgs) > 0 {
-				allowed = strings.Join(p.cfg.PodCNIArgs, ", ")
+			if len(keys) > 0 {
+				allowed = strings.Join(keys, ", ")
 			}
 			return fmt.Errorf("%s: \"cni-args\" key %q: %w (allowed: %s)", where, k, ErrCNIArgsNotAllowed, allowed)
 		}
 		if c, ok := config.CNIArgCapabilities()[k]; ok {
-			if !p.podCaps.allowed[c] {
-				return &CapabilityError{Annotation: fmt.Sprintf("%s \"cni-args\" key %q", where, k), Capability: c, Allowed: p.podCaps.list}
+			if !caps.allowed[c] {
+				return &CapabilityError{Annotation: fmt.Sprintf("%s \"cni-args\" key %q", where, k), Capability: c, Allowed: caps.list}
 			}
 			if err := checkCapabilityArg(k, args[k]); err != nil {
 				return fmt.Errorf("%w %s: \"cni-args\" key %q: %w", ErrBadAnnotation, where, k, err)

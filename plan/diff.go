@@ -2,19 +2,8 @@ package plan
 
 import "github.com/nri-cni/nri-cni/state"
 
-// Diff matches a sandbox's recorded networks with a new plan (hot-plug). A
-// planned network whose interface the pod named matches a recorded one with
-// that network and interface; one named by nri-cni matches any recorded one
-// of that network not matched yet, and keeps its interface. keep maps plan
-// index to record index; add are the unmatched planned networks (auto-named
-// ones renamed to names free of the kept and added ones); remove are the
-// unmatched record indexes, and pending ones (ADD never confirmed: redone).
-//
-// Default networks (nri.conf's defaultNetworks) are decided when the pod
-// starts: Diff matches planned ones with recorded ones only, never adds one
-// the record lacks and never removes a recorded one (a config reload
-// changes what new pods get, not what a running pod's hot-plug does).
-func (p *Planner) Diff(recorded []state.Network, plan []Attachment) (keep map[int]int, add []Attachment, remove []int) {
+// diff is Diff with nri.conf's interface naming (ifname: the n-th name).
+func diff(recorded []state.Network, plan []Attachment, ifname func(int) string) (keep map[int]int, add []Attachment, remove []int) {
 	keep = map[int]int{}
 	used := map[int]bool{}
 	// A claim's network is its claim device's; the others are their NAD's
@@ -74,7 +63,7 @@ func (p *Planner) Diff(recorded []state.Network, plan []Attachment) (keep map[in
 		}
 		if !a.Explicit {
 			for {
-				name := p.cfg.Ifname(next)
+				name := ifname(next)
 				next++
 				if !taken[name] {
 					a.IfName, taken[name] = name, true

@@ -517,7 +517,7 @@ func FuzzCNIArgs(f *testing.F) {
 			return // FuzzNPWGAnnotation's
 		}
 		for i, sel := range sels {
-			err := m.checkCNIArgs(fmt.Sprintf("element %d", i+1), sel.CNIArgs)
+			err := checkCNIArgs(m.cfg.PodCNIArgs, m.podCaps, fmt.Sprintf("element %d", i+1), sel.CNIArgs)
 			checkFuzzCNIArgsVerdict(t, m, sel.CNIArgs, err)
 			if err != nil {
 				continue

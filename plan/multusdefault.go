@@ -26,10 +26,11 @@ const AnnotationMultusDefaultNetwork = "v1.multus-cni.io/default-network"
 var ErrDefaultNetworkAnnotation = errors.New("nri-cni never replaces the pod's default network (eth0)")
 
 // served is pl unless the pod asks, with Multus's annotation, for an eth0
-// nri-cni cannot give it while nri-cni attaches networks to it.
-func (p *Planner) served(pod Pod, pl Plan) (Plan, error) {
+// nri-cni cannot give it while nri-cni attaches networks to it (and Multus
+// is not the node's primary network, multusPrimary).
+func served(pod Pod, pl Plan, multusPrimary bool) (Plan, error) {
 	value, ok := pod.Annotations[AnnotationMultusDefaultNetwork]
-	if !ok || len(pl.Attachments) == 0 || p.MultusPrimary() != "" {
+	if !ok || len(pl.Attachments) == 0 || multusPrimary {
 		return pl, nil
 	}
 	return Plan{}, fmt.Errorf("annotation %s=%q refused: %w: the annotation asks Multus to put the pod's eth0 on that "+

@@ -129,7 +129,7 @@ func (p *Planner) finish(where string, n *cni.Network, sel NetworkSelection, own
 				where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
 		}
 	}
-	if err := p.checkCNIArgs(where, sel.CNIArgs); err != nil {
+	if err := checkCNIArgs(p.cfg.PodCNIArgs, p.podCaps, where, sel.CNIArgs); err != nil {
 		return nil, nil, err
 	}
 	n, err := n.Owned(owner)

@@ -267,7 +267,7 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	}
 	atts = append(defaults, atts...)
 	if len(pod.Claims) == 0 {
-		return p.served(pod, Plan{Attachments: atts, Notes: chosen.Notes})
+		return served(pod, Plan{Attachments: atts, Notes: chosen.Notes}, p.MultusPrimary() != "")
 	}
 	// A pod's claims attach whatever its annotations say: it asked for
 	// them explicitly, and the kubelet prepared them.
@@ -291,7 +291,7 @@ func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if err := combinedDefaultRoutes(atts); err != nil {
 		return Plan{}, err
 	}
-	return p.served(pod, Plan{Attachments: atts, Notes: chosen.Notes})
+	return served(pod, Plan{Attachments: atts, Notes: chosen.Notes}, p.MultusPrimary() != "")
 }
 
 // nameInterfaces gives the attachments without an interface name
@@ -311,4 +311,20 @@ func (p *Planner) nameInterfaces(atts []Attachment, taken map[string]bool) {
 			}
 		}
 	}
+}
+
+// Diff matches a sandbox's recorded networks with a new plan (hot-plug). A
+// planned network whose interface the pod named matches a recorded one with
+// that network and interface; one named by nri-cni matches any recorded one
+// of that network not matched yet, and keeps its interface. keep maps plan
+// index to record index; add are the unmatched planned networks (auto-named
+// ones renamed to names free of the kept and added ones); remove are the
+// unmatched record indexes, and pending ones (ADD never confirmed: redone).
+//
+// Default networks (nri.conf's defaultNetworks) are decided when the pod
+// starts: Diff matches planned ones with recorded ones only, never adds one
+// the record lacks and never removes a recorded one (a config reload
+// changes what new pods get, not what a running pod's hot-plug does).
+func (p *Planner) Diff(recorded []state.Network, plan []Attachment) (keep map[int]int, add []Attachment, remove []int) {
+	return diff(recorded, plan, p.cfg.Ifname)
 }

@@ -153,32 +153,32 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	if len(args) == 0 {
 		if a.getenv(api.PluginSocketEnvVar) != "" {
-			return a.prelaunched(ctx)
+			return prelaunched(ctx, a)
 		}
 		fmt.Fprint(a.stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "run":
-		return a.runExternal(ctx, args[1:])
+		return runExternal(ctx, a, args[1:])
 	case "hook":
-		return a.hookCmd(ctx, args[1:])
+		return hookCmd(ctx, a, args[1:])
 	case "gc":
-		return a.gcCmd(ctx, args[1:])
+		return gcCmd(ctx, a, args[1:])
 	case "status":
-		return a.statusCmd(ctx, args[1:])
+		return statusCmd(ctx, a, args[1:])
 	case "healthz":
-		return a.healthzCmd(ctx, args[1:])
+		return healthzCmd(ctx, a, args[1:])
 	case "await":
-		return a.awaitCmd(ctx, args[1:])
+		return awaitCmd(ctx, a, args[1:])
 	case "nad-policy":
-		return a.nadPolicyCmd(ctx, args[1:])
+		return nadPolicyCmd(ctx, a, args[1:])
 	case "install-plugins":
-		return a.installPluginsCmd(ctx, args[1:])
+		return installPluginsCmd(ctx, a, args[1:])
 	case "migrate-check":
-		return a.migrateCheckCmd(ctx, args[1:])
+		return migrateCheckCmd(ctx, a, args[1:])
 	case "node-setup":
-		return a.nodeSetupCmd(ctx, args[1:])
+		return nodeSetupCmd(ctx, a, args[1:])
 	case "version", "--version", "-v":
 		build := "no Kubernetes mode (nri-cni-k8s has it)"
 		if a.kube != nil {

@@ -17,7 +17,7 @@ import (
 // the pod is attached, else 1 with the reason on stderr, which the runtime
 // reports as the container's start error (the kubelet retries). nri-cni
 // restarting meanwhile is waited for. The OCI state on stdin is not needed.
-func (a *app) awaitCmd(ctx context.Context, args []string) int {
+func awaitCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("await", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	socket := fs.String("socket", "", "nri-cni's await socket (failClosed.hookSocket)")

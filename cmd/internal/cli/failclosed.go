@@ -18,9 +18,9 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/nodeconf"
-	"github.com/nri-cni/nri-cni/hook/nri"
 )
 
 // nodeCheckFile holds the last check, in the state dir (hidden: not a record).

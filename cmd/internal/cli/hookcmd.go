@@ -18,7 +18,7 @@ import (
 // hookCmd: `nri-cni hook [--config FILE] [STAGE]`, run by the container
 // runtime with the OCI state on stdin. A failure is one line on stderr
 // (runtimes show it to the user) and exit status 1.
-func (a *app) hookCmd(ctx context.Context, args []string) int {
+func hookCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
@@ -31,7 +31,7 @@ func (a *app) hookCmd(ctx context.Context, args []string) int {
 	stage := fs.Arg(0) // "" = auto: from the state's status
 	// A hook lives for one ADD or DEL: collecting garbage only slows it.
 	debug.SetGCPercent(-1)
-	log, closeLog, mgr, unlock, err := a.setupOffline(ctx, *cfgPath, false)
+	log, closeLog, mgr, unlock, err := setupOffline(ctx, a, *cfgPath, false)
 	if err != nil {
 		return a.fail("hook %s: %v", stage, err)
 	}
@@ -46,14 +46,14 @@ func (a *app) hookCmd(ctx context.Context, args []string) int {
 
 // gcCmd: `nri-cni gc [--config FILE]`: tear down records whose sandbox is
 // gone and GC libcni's cache (the clean-up path for hook mode).
-func (a *app) gcCmd(ctx context.Context, args []string) int {
+func gcCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log, closeLog, mgr, unlock, err := a.setupOffline(ctx, *cfgPath, true)
+	log, closeLog, mgr, unlock, err := setupOffline(ctx, a, *cfgPath, true)
 	if err != nil {
 		return a.fail("gc: %v", err)
 	}
@@ -70,7 +70,7 @@ func (a *app) gcCmd(ctx context.Context, args []string) int {
 
 // setupOffline builds a Manager for a one-shot command and takes the state
 // dir's process lock (exclusive for GC). Logs go to logFile, else nowhere.
-func (a *app) setupOffline(ctx context.Context, cfgPath string, exclusive bool) (*logrus.Entry, func(), *attach.Manager, func(), error) {
+func setupOffline(ctx context.Context, a *app, cfgPath string, exclusive bool) (*logrus.Entry, func(), *attach.Manager, func(), error) {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -47,7 +47,7 @@ const exitDiffers = 3
 // migrateCheckCmd: `nri-cni-k8s migrate-check`: for every pod with the NPWG
 // annotation, what nri-cni would do with this nri.conf, and whether that is
 // Multus's outcome (migrate.Check).
-func (a *app) migrateCheckCmd(ctx context.Context, args []string) int {
+func migrateCheckCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("migrate-check", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri.conf to judge with")
@@ -83,11 +83,11 @@ func (a *app) migrateCheckCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
-	cfg, cmNetworks, err := a.checkConfig(ctx, cluster, *cfgPath, *fromCM)
+	cfg, cmNetworks, err := checkConfig(ctx, a, cluster, *cfgPath, *fromCM)
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
-	local, err := a.checkNetworks(ctx, cfg, cmNetworks, *fromCM, *confDir)
+	local, err := checkNetworks(ctx, a, cfg, cmNetworks, *fromCM, *confDir)
 	if err != nil {
 		return a.fail("migrate-check: %v", err)
 	}
@@ -120,7 +120,7 @@ func (a *app) migrateCheckCmd(ctx context.Context, args []string) int {
 // checkConfig reads nri.conf from the file at path or, with configMap
 // (NAMESPACE/NAME), from the ConfigMap's nri.conf key; then it also returns
 // the ConfigMap's other keys (its networks, as the DaemonSet mounts them).
-func (a *app) checkConfig(ctx context.Context, c Cluster, path, configMap string) (config.Config, map[string]string, error) {
+func checkConfig(ctx context.Context, a *app, c Cluster, path, configMap string) (config.Config, map[string]string, error) {
 	if configMap == "" {
 		cfg, err := config.Load(path)
 		return cfg, nil, err
@@ -151,7 +151,7 @@ func (a *app) checkConfig(ctx context.Context, c Cluster, path, configMap string
 // directory, so the loader is the node's), else from the config's confDir.
 // A confDir that is not there is a warning: NADs with an empty spec.config
 // then name no network.
-func (a *app) checkNetworks(ctx context.Context, cfg config.Config, cmNetworks map[string]string, configMap, dir string) ([]*cni.Network, error) {
+func checkNetworks(ctx context.Context, a *app, cfg config.Config, cmNetworks map[string]string, configMap, dir string) ([]*cni.Network, error) {
 	where := func(err error) string { return err.Error() }
 	if dir == "" && configMap != "" {
 		tmp, err := os.MkdirTemp("", "nri-cni-migrate-check-")

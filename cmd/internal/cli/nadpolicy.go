@@ -20,7 +20,7 @@ import (
 // refuses on the node, warning (the default) or refusing. Admins regenerate
 // it after every policy change. The binding's mode and scope are flags, not
 // nri.conf keys: changing them must not restart nri-cni on every node.
-func (a *app) nadPolicyCmd(_ context.Context, args []string) int {
+func nadPolicyCmd(_ context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("nad-policy", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file (nri.conf)")

@@ -25,7 +25,7 @@ import (
 //
 // Idempotent: a second run writes nothing and says so. It never restarts
 // the runtime; it says when a restart is needed.
-func (a *app) nodeSetupCmd(_ context.Context, args []string) int {
+func nodeSetupCmd(_ context.Context, a *app, args []string) int {
 	flags := flag.NewFlagSet("node-setup", flag.ContinueOnError)
 	flags.SetOutput(a.stderr)
 	runtime := flags.String("runtime", "", "the node's runtime: containerd or crio (required)")

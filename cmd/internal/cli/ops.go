@@ -20,7 +20,7 @@ import (
 
 // statusCmd: `nri-cni status [--config FILE] [--json]`: every attachment
 // on record, one row per network.
-func (a *app) statusCmd(ctx context.Context, args []string) int {
+func statusCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
@@ -34,7 +34,7 @@ func (a *app) statusCmd(ctx context.Context, args []string) int {
 		return a.fail("status: %v", err)
 	}
 	if *networksOnly {
-		return a.networkStatus(ctx, cfg, *asJSON)
+		return networkStatus(ctx, a, cfg, *asJSON)
 	}
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
@@ -80,7 +80,7 @@ func (a *app) statusCmd(ctx context.Context, args []string) int {
 	fmt.Fprintln(a.stdout)
 	printNodeCheck(a.stdout, cfg.StateDir)
 	fmt.Fprintln(a.stdout)
-	if code := a.networkStatus(ctx, cfg, false); code != 0 {
+	if code := networkStatus(ctx, a, cfg, false); code != 0 {
 		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
 	}
 	return 0
@@ -98,7 +98,7 @@ func (a *app) printJSON(v any) int {
 
 // networkStatus asks every network in confDir for STATUS now (as the running
 // plugin does every statusInterval) and prints the answers.
-func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool) int {
+func networkStatus(ctx context.Context, a *app, cfg config.Config, asJSON bool) int {
 	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, PluginRoot: cfg.PluginRoot})
 	skipped, err := engine.Reload(ctx)
 	if err != nil {
@@ -138,7 +138,7 @@ func (a *app) networkStatus(ctx context.Context, cfg config.Config, asJSON bool)
 // healthzCmd: exit 0 iff the running plugin's /healthz (or, --ready, its
 // /readyz) answers 200: exec liveness and readiness probes (the image has no
 // shell or curl).
-func (a *app) healthzCmd(ctx context.Context, args []string) int {
+func healthzCmd(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("healthz", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	addr := fs.String("addr", "127.0.0.1:9734", "the plugin's --metrics-addr")
@@ -174,7 +174,7 @@ func (a *app) healthzCmd(ctx context.Context, args []string) int {
 // DaemonSet's init container; the node's own plugins are never replaced).
 // --replace copies every one, atomically (nri-cni's own binary for the
 // await hook, renewed at every upgrade).
-func (a *app) installPluginsCmd(_ context.Context, args []string) int {
+func installPluginsCmd(_ context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("install-plugins", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	from := fs.String("from", "/opt/nri-cni/cni-bin", "directory holding the plugins")

@@ -14,13 +14,13 @@ import (
 
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/hook/nri"
+	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 )
 
-func (a *app) runExternal(ctx context.Context, args []string) int {
+func runExternal(ctx context.Context, a *app, args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file (YAML or JSON)")
@@ -141,7 +141,7 @@ func finishAttaches(mgr *attach.Manager, log *logrus.Entry) {
 // arguments, no PATH, stdout/stderr discarded, config via Configure. Until
 // the config names the log file, log lines are held in memory; they go to
 // that file (default /var/log/nri-cni.log) once it is known.
-func (a *app) prelaunched(ctx context.Context) int {
+func prelaunched(ctx context.Context, a *app) int {
 	runCtx := ctx
 	sink := &logSink{}
 	logger := logrus.New()
