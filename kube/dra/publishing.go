@@ -19,6 +19,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -262,4 +264,25 @@ func (b *bucket) take(now time.Time) time.Duration {
 		return 0
 	}
 	return max(time.Duration((1-b.tokens)*float64(b.every)), time.Millisecond)
+}
+
+// network returns the network of a device of this node's pool: by its
+// name, or, for a slot ("<base>-<n>") allocated before sharing switched to
+// multiple allocations, by its base name (Networks holds both forms).
+func (d *Driver) network(pool, device string) (string, bool) {
+	if pool != d.o.NodeName {
+		return "", false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n, ok := d.inv.Networks[device]; ok {
+		return n, true
+	}
+	if i := strings.LastIndexByte(device, '-'); i > 0 {
+		if _, err := strconv.Atoi(device[i+1:]); err == nil {
+			n, ok := d.inv.Networks[device[:i]]
+			return n, ok
+		}
+	}
+	return "", false
 }
