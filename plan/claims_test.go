@@ -47,7 +47,7 @@ func TestParseNetworkConfig(t *testing.T) {
 		{name: "wrong kind", configs: []ClaimConfig{{Raw: []byte(`{"apiVersion":"nri-cni.io/v1alpha1","kind":"Other"}`)}},
 			err: ErrBadClaimConfig, msg: `the claim's config: apiVersion "nri-cni.io/v1alpha1" kind "Other"`},
 		{name: "unknown key", configs: []ClaimConfig{netConf(`,"interfaces":"x"`)},
-			err: ErrBadClaimConfig, msg: `key "interfaces" is not one of its keys (interface, ips, mac, default-route, portMappings, bandwidth, cni-args)`},
+			err: ErrBadClaimConfig, msg: `key "interfaces" is not one of its keys (ips, mac, interface, cni-args, portMappings, bandwidth, default-route)`},
 		{name: "name is the device's", configs: []ClaimConfig{netConf(`,"name":"other"`)},
 			err: ErrBadClaimConfig, msg: `key "name": the network is the allocated device's`},
 		{name: "bad mac names the key", configs: []ClaimConfig{netConf(`,"mac":"zz"`)},

@@ -20,19 +20,13 @@ import (
 	"strings"
 )
 
-// The keys of a NetworkConfig besides apiVersion and kind.
+// The NetworkConfig keys whose values are checked member by member (the
+// rest of npwgKeys' networkConfig keys go to the field decoder as they are).
 const (
-	ncInterface    = "interface"
-	ncIPs          = "ips"
-	ncMAC          = "mac"
-	ncDefaultRoute = "default-route"
 	ncPortMappings = "portMappings"
 	ncBandwidth    = "bandwidth"
 	ncCNIArgs      = "cni-args"
 )
-
-// networkConfigKeys are a NetworkConfig's keys, exactly as written.
-var networkConfigKeys = []string{ncInterface, ncIPs, ncMAC, ncDefaultRoute, ncPortMappings, ncBandwidth, ncCNIArgs}
 
 // The keys of the objects inside those values that are decoded into
 // fields: bandwidth, and each element of portMappings.

@@ -55,7 +55,7 @@ func FuzzNetworkConfigClassWins(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the pair is accepted, the class's config alone is not: %v", err)
 		}
-		fields := map[string]string{ncInterface: "Interface", ncIPs: "IPs", ncMAC: "MAC", ncDefaultRoute: "DefaultRoute",
+		fields := map[string]string{"interface": "Interface", "ips": "IPs", "mac": "MAC", "default-route": "DefaultRoute",
 			ncPortMappings: "PortMappings", ncBandwidth: "Bandwidth", ncCNIArgs: "CNIArgs"}
 		got, want := reflect.ValueOf(sel), reflect.ValueOf(alone)
 		for _, k := range classKeys {

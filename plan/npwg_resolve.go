@@ -13,7 +13,6 @@ import (
 	"slices"
 
 	"github.com/nri-cni/nri-cni/cni"
-	"github.com/nri-cni/nri-cni/config"
 )
 
 // Errors of NPWG selections (each wrapped with the element and reference).
@@ -113,7 +112,7 @@ func (p *Planner) checkCaps(where string, sel NetworkSelection) error {
 	caps := sel.caps()
 	for _, c := range slices.Sorted(maps.Keys(caps)) {
 		if !p.podCaps.allowed[c] {
-			return &CapabilityError{Annotation: fmt.Sprintf("%s key %q", where, selectionKey(c)), Capability: c, Allowed: p.podCaps.list}
+			return &CapabilityError{Annotation: fmt.Sprintf("%s key %q", where, npwgKeyOf(c)), Capability: c, Allowed: p.podCaps.list}
 		}
 	}
 	return nil
@@ -126,7 +125,7 @@ func (p *Planner) finish(where string, n *cni.Network, sel NetworkSelection, own
 	for _, c := range slices.Sorted(maps.Keys(caps)) {
 		if !n.Declares(c) {
 			return nil, nil, fmt.Errorf("%s: %w: %q (key %q) by network %q; add \"capabilities\": {%q: true} to a plugin that supports it",
-				where, ErrCapabilityNotDeclared, c, selectionKey(c), n.Name, c)
+				where, ErrCapabilityNotDeclared, c, npwgKeyOf(c), n.Name, c)
 		}
 	}
 	if err := checkCNIArgs(p.cfg.PodCNIArgs, p.podCaps, where, sel.CNIArgs); err != nil {
@@ -140,20 +139,6 @@ func (p *Planner) finish(where string, n *cni.Network, sel NetworkSelection, own
 		return nil, nil, fmt.Errorf("%s: \"cni-args\": %w", where, err)
 	}
 	return n, caps, nil
-}
-
-// selectionKey is the selection element's key of capability c.
-func selectionKey(c string) string {
-	switch c {
-	case config.CapabilityIPs:
-		return "ips"
-	case config.CapabilityMAC:
-		return "mac"
-	case config.CapabilityBandwidth:
-		return "bandwidth"
-	default:
-		return c // portMappings
-	}
 }
 
 func (p *Planner) sharedNamespaces() []string {
