@@ -106,7 +106,7 @@ func (v validating) Configure(ctx context.Context, cfg, rt, ver string) (api.Eve
 	if _, err := v.Plugin.Configure(ctx, cfg, rt, ver); err != nil {
 		return 0, err
 	}
-	return subscription("v0.12.3"), nil
+	return subscription("v0.12.3", "containerd", "2.4.2"), nil
 }
 
 // startNRIRuntime starts the runtime side of NRI (what containerd embeds)

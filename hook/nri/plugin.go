@@ -107,7 +107,7 @@ func (p *Plugin) Configure(ctx context.Context, config, runtime, version string)
 		nriVersion = p.runtimeNRI()
 	}
 	p.mu.RUnlock()
-	events := subscription(nriVersion)
+	events := subscription(nriVersion, runtime, version)
 	log := p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version, "nri": nriVersion,
 		"validator": events.IsSet(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)})
 	if p.configure == nil {

@@ -15,7 +15,7 @@ package nri
 //
 // Two answers, one per kind of runtime:
 //   - nri-cni also subscribes to ValidateContainerAdjustment (runtimes with
-//     NRI v0.10.0 or later). Those runtimes (v0.12.3) call every registered
+//     NRI v0.10.0 or later: containerd 2.2+, CRI-O 1.34+). Those runtimes (v0.12.3) call every registered
 //     validator after the CreateContainer round, also one they have just
 //     closed, and refuse the container when a validator's call fails. A
 //     nri-cni that died or overran during CreateContainer is closed by then,
@@ -29,6 +29,7 @@ package nri
 
 import (
 	"context"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"golang.org/x/mod/semver"
@@ -46,22 +47,36 @@ func failurePolicy() *api.FailurePolicy {
 	return &api.FailurePolicy{FailRequest: true}
 }
 
+// validationRuntimes are the first releases of each runtime whose NRI has
+// adjustment validation (and the default validator): for a runtime that
+// does not say its NRI version (CRI-O 1.36.3 sends none, and NRI's own
+// table of runtime versions does not know it).
+var validationRuntimes = map[string]string{"containerd": "v2.2.0", "cri-o": "v1.34.0"}
+
 // subscription is the events the plugin subscribes to on a runtime with
 // NRI version runtimeNRI ("" or "unknown" when the runtime did not say and
-// its version did not tell): the pod events, CreateContainer, and
-// ValidateContainerAdjustment where the runtime knows it.
-func subscription(runtimeNRI string) api.EventMask {
+// its version did not tell) whose name and version are runtime and
+// version: the pod events, CreateContainer, and ValidateContainerAdjustment
+// where the runtime knows it.
+func subscription(runtimeNRI, runtime, version string) api.EventMask {
 	var m api.EventMask
 	m.Set(api.Event_RUN_POD_SANDBOX, api.Event_STOP_POD_SANDBOX, api.Event_REMOVE_POD_SANDBOX, api.Event_CREATE_CONTAINER)
-	if validates(runtimeNRI) {
+	if validates(runtimeNRI, runtime, version) {
 		m.Set(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)
 	}
 	return m
 }
 
-// validates reports whether NRI version v has adjustment validation.
-func validates(v string) bool {
-	return semver.IsValid(v) && semver.Compare(v, validationSince) >= 0
+// validates reports whether a runtime has adjustment validation: by its
+// NRI version if it said one, else by its own version (unknown runtimes
+// and versions: no, never risk the registration).
+func validates(nriVersion, runtime, version string) bool {
+	if semver.IsValid(nriVersion) {
+		return semver.Compare(nriVersion, validationSince) >= 0
+	}
+	since, ok := validationRuntimes[strings.ToLower(runtime)]
+	v := "v" + strings.TrimPrefix(version, "v")
+	return ok && semver.IsValid(v) && semver.Compare(v, since) >= 0
 }
 
 // ValidateContainerAdjustment accepts every container: the runtime asking

@@ -149,16 +149,7 @@ func TestNodeConfCRIORefusesWithoutNRICNI(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "crv") // short: unix socket paths
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	c, err := harness.StartCRIO(ctx, harness.CRIOOpts{Dir: dir, Tools: world.tools, CRIOBinDir: world.tools.CRIODir,
-		DropInfra: true, PauseTar: world.pauseTar, DropIns: []string{filepath.Join(harness.RepoRoot(), node.CRIODropInRepoPath)}})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, c.Close(context.Background()))
-		assert.Empty(t, c.Leftovers(), "left behind by crio")
-	})
+	c := crioWithNodeDropIn(ctx, t)
 	cleanupPodsAt(t, c.Address)
 	cri := dialCRI(ctx, t, c.Address)
 	defer cri.Close()
@@ -188,6 +179,25 @@ func TestNodeConfCRIORefusesWithoutNRICNI(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.err)
 		t.Logf("CRI-O's CreateContainer error: %v", err)
 	}
+}
+
+// crioWithNodeDropIn starts a CRI-O 1.36.3 daemon as the cluster harness
+// sets it up (deploy/node's drop-in in its crio.conf.d, its own private NRI
+// socket and dirs, the infra container dropped), stopped and checked for
+// leftovers at the test's end.
+func crioWithNodeDropIn(ctx context.Context, t *testing.T) *harness.CRIO {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crv") // short: unix socket paths
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	c, err := harness.StartCRIO(ctx, harness.CRIOOpts{Dir: dir, Tools: world.tools, CRIOBinDir: world.tools.CRIODir,
+		DropInfra: true, PauseTar: world.pauseTar, DropIns: []string{filepath.Join(harness.RepoRoot(), node.CRIODropInRepoPath)}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, c.Close(context.Background()))
+		assert.Empty(t, c.Leftovers(), "left behind by crio")
+	})
+	return c
 }
 
 // hostTree makes a host-like root with files (paths relative to it) and an
