@@ -202,7 +202,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	rec := &state.Record{
 		ID: sb.ID, Kind: sb.Kind, Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID,
 		Netns: ns.Path, NetnsDev: ns.ID.Dev, NetnsIno: ns.ID.Ino,
-		Phase: state.PhaseAdding, Created: now, Updated: now,
+		Phase: state.PhaseAdding, Created: now, Updated: now, Args: args,
 	}
 	for _, a := range p.Attachments {
 		rec.Networks = append(rec.Networks, recorded(a))

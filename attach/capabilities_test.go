@@ -3,7 +3,10 @@ package attach_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +15,7 @@ import (
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
 // allowCapabilities rebuilds the fixture's Manager with podCapabilities =
@@ -138,4 +142,50 @@ func TestPodCapabilitiesOnlyCheckedForAttachedPods(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, rec)
 	assert.Empty(t, f.Calls())
+}
+
+// A DEL that finds no libcni cache entry for its ADD gets the ADD's
+// capability args and CNI_ARGS from the record, as CNI requires: portmap's
+// DEL removes nothing without its portMappings. Before, such a DEL got
+// neither, and a portmap ADD cut short by cniTimeout under load left its
+// DNAT rule to the rolled-back address behind, in front of the pod's next
+// one (issue 32, TestPluginsReachTheHost).
+func TestDELWithoutTheCacheGetsTheADDsArgsAndCapabilities(t *testing.T) {
+	ann := map[string]string{plan.AnnotationPortMappings: `[{"hostPort": 8080, "containerPort": 80}]`}
+	tests := []struct {
+		name  string
+		extra map[string]any
+		// detach runs the DEL (after Attach returned err or nil).
+		detach func(t *testing.T, f *attachtest.Fixture)
+	}{
+		{"rollback of an ADD that failed", map[string]any{"failOn": "ADD"}, func(t *testing.T, f *attachtest.Fixture) {
+			testenv.Eventually(t, 10*time.Second, "the rollback to finish", func() bool {
+				_, err := f.Mgr.Store().Get("sb1")
+				return errors.Is(err, state.ErrNotFound)
+			})
+		}},
+		{"teardown after the cache entry was lost", nil, func(t *testing.T, f *attachtest.Fixture) {
+			require.NoError(t, os.RemoveAll(f.CacheDir))
+			require.NoError(t, f.Mgr.Detach(context.Background(), annotated("sb1", ann), true))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nets := allCapsNet()
+			for k, v := range tc.extra {
+				nets["alpha"][k] = v
+			}
+			f := attachtest.New(t, []string{"alpha"}, nets)
+			allowCapabilities(f, config.CapabilityPortMappings)
+			_, _ = f.Mgr.Attach(context.Background(), annotated("sb1", ann))
+			tc.detach(t, f)
+			calls := f.Calls()
+			require.Len(t, calls, 2, "one ADD, one DEL")
+			add, del := calls[0], calls[1]
+			require.Equal(t, []string{"ADD", "DEL"}, []string{add.Cmd, del.Cmd})
+			assert.Contains(t, string(add.RuntimeConfig), `"hostPort":8080`)
+			assert.JSONEq(t, string(add.RuntimeConfig), string(del.RuntimeConfig), "the DEL's runtimeConfig is the ADD's")
+			assert.Equal(t, add.Args, del.Args, "the DEL's CNI_ARGS are the ADD's")
+		})
+	}
 }

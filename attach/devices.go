@@ -217,8 +217,12 @@ func (d devices) released(sandboxID string, n state.Network) error {
 }
 
 // delCaps is the runtimeConfig a DEL of n gets when libcni cached none of
-// its ADD: the recorded device.
+// its ADD: the ADD's capability args as recorded (a record of an nri-cni
+// before they were kept: its device only).
 func delCaps(n state.Network) map[string]any {
+	if n.Caps != nil {
+		return n.Caps
+	}
 	if n.DeviceID == "" {
 		return nil
 	}

@@ -39,9 +39,11 @@ func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
 	assert.JSONEq(t, `{"ips":["10.99.0.9/24"],"mac":"02:00:00:00:00:09"}`, string(calls[0].RuntimeConfig))
 	assert.Empty(t, calls[1].RuntimeConfig, "an element without capability keys sends none")
 
-	// The record keeps the CNI name (DEL's cache key) and the NAD reference.
+	// The record keeps the CNI name (DEL's cache key), the NAD reference
+	// and the ADD's capability args (a DEL without the cache gets them).
 	assert.Equal(t, []state.Network{
-		{Name: "cni-a", IfName: "ext0", IPs: []string{"10.99.0.5/24"}, NAD: "ns1/macvlan-a"},
+		{Name: "cni-a", IfName: "ext0", IPs: []string{"10.99.0.5/24"}, NAD: "ns1/macvlan-a",
+			Caps: map[string]any{"ips": []string{"10.99.0.9/24"}, "mac": "02:00:00:00:00:09"}},
 		{Name: "cni-b", IfName: "net2", IPs: []string{"10.99.0.5/24"}, NAD: "shared/b"},
 	}, rec.Networks)
 

@@ -249,8 +249,12 @@ func (m *Manager) pod(sb Sandbox) plan.Pod {
 
 // recorded is the record entry of a planned attachment.
 func recorded(a plan.Attachment) state.Network {
-	return state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim, Default: a.Default,
+	n := state.Network{Name: a.Network.Name, IfName: a.IfName, NAD: a.NAD, Claim: a.Claim, Default: a.Default,
 		Resource: a.Network.ResourceName, DeviceID: a.DeviceID}
+	if len(a.Caps) > 0 {
+		n.Caps = a.Caps
+	}
+	return n
 }
 
 func (m *Manager) noteNetns(path string) {

@@ -103,7 +103,7 @@ func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Reco
 	one := func(i int) {
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
-		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath, CapabilityArgs: delCaps(n)}
+		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath, Args: rec.Args, CapabilityArgs: delCaps(n)}
 		nadConf := o.nadFallback(n)
 		err := o.delWith(ctx, n.Name, nadConf, a)
 		if err != nil && nsPath != "" && emptyNetnsRetry {

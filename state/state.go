@@ -90,6 +90,12 @@ type Network struct {
 	// DeviceInfo is the NPWG device-info of the device after the ADD (its
 	// CNI device-info file), for network-status.
 	DeviceInfo json.RawMessage `json:"deviceInfo,omitempty"`
+	// Caps are the capability args (runtimeConfig) the ADD was given:
+	// portMappings, ips, mac, bandwidth, deviceID. A DEL that finds no
+	// libcni cache entry (the ADD failed part-way, or nri-cni died during
+	// it) gets them from here, as CNI requires: portmap's DEL, for one,
+	// removes nothing without its portMappings.
+	Caps map[string]any `json:"caps,omitempty"`
 }
 
 // DNS is a CNI result's DNS section.
@@ -114,8 +120,11 @@ type Record struct {
 	NetnsIno uint64    `json:"netnsIno,omitempty"`
 	Phase    Phase     `json:"phase"`
 	Networks []Network `json:"networks"`
-	Created  time.Time `json:"created"`
-	Updated  time.Time `json:"updated"`
+	// Args are the CNI_ARGS pairs the ADDs were given, for a DEL without
+	// a libcni cache entry (see Network.Caps).
+	Args    [][2]string `json:"args,omitempty"`
+	Created time.Time   `json:"created"`
+	Updated time.Time   `json:"updated"`
 	// StatusDigest identifies the pod's network-status last confirmed
 	// written to the API server (Kubernetes mode; attach.PodNetworks's
 	// Digest): a resync does not write the same status again.
