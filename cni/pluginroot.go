@@ -43,21 +43,30 @@ var ErrNetnsNotInRoot = errors.New("network namespace not visible under pluginRo
 // retried, as libcni's RawExec does.
 const textBusyRetries = 5
 
-// rootExec is libcni's invoke.Exec running plugins chrooted into root.
+// rootExec is libcni's invoke.Exec for every plugin nri-cni runs, chrooted
+// into root when that is on (PluginRootOn). Each plugin runs in a process
+// group of its own, and a call cut short (cniTimeout, the runtime's
+// deadline) kills the whole group: portmap's and bridge's iptables, a
+// plugin's helpers, would otherwise live on past their plugin, holding its
+// output pipe open, and change the node after the rollback DEL that was to
+// undo them. libcni's own exec kills the plugin alone.
 type rootExec struct {
-	root   string
+	root   string   // "" : no chroot
 	stderr io.Writer // a successful plugin's stderr goes here (libcni: os.Stderr)
 	version.PluginDecoder
 }
 
-// newRootExec runs plugins chrooted into root, or returns nil (libcni's own
-// exec) when root is "" or "/".
-func newRootExec(root string, stderr io.Writer) invoke.Exec {
+// newRootExec runs plugins in their own process groups, chrooted into root
+// unless root is "" or "/".
+func newRootExec(root string, stderr io.Writer) *rootExec {
 	if !PluginRootOn(root) {
-		return nil
+		root = ""
 	}
 	return &rootExec{root: root, stderr: stderr}
 }
+
+// waitDelay bounds how long a killed plugin's output is waited for.
+const waitDelay = 2 * time.Second
 
 // PluginRootOn reports whether plugins run chrooted into root: any root but
 // "" and "/" (nri-cni's own).
@@ -67,6 +76,9 @@ func PluginRootOn(root string) bool { return root != "" && filepath.Clean(root) 
 // <dir>/<plugin> (the path the chrooted exec runs) for the first dir where
 // that is a regular file under root.
 func (e *rootExec) FindInPath(plugin string, paths []string) (string, error) {
+	if e.root == "" {
+		return invoke.FindInPath(plugin, paths)
+	}
 	switch {
 	case plugin == "":
 		return "", errors.New("no plugin name provided")
@@ -89,7 +101,7 @@ func (e *rootExec) FindInPath(plugin string, paths []string) (string, error) {
 }
 
 // ExecPlugin runs the plugin at pluginPath (a path inside the root) chrooted
-// into the root, with cwd "/" there.
+// into the root, with cwd "/" there; without a root, as libcni does.
 func (e *rootExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	if err := e.checkNetns(environ); err != nil {
 		return nil, err
@@ -99,9 +111,14 @@ func (e *rootExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 		stdout.Reset()
 		stderr.Reset()
 		c := exec.CommandContext(ctx, pluginPath)
-		c.Env, c.Dir = environ, "/"
+		c.Env = environ
 		c.Stdin, c.Stdout, c.Stderr = bytes.NewReader(stdin), &stdout, &stderr
-		c.SysProcAttr = &syscall.SysProcAttr{Chroot: e.root}
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if e.root != "" {
+			c.Dir, c.SysProcAttr.Chroot = "/", e.root
+		}
+		c.Cancel = func() error { return killGroup(c.Process.Pid) }
+		c.WaitDelay = waitDelay
 		err := c.Run()
 		if err == nil {
 			break
@@ -116,6 +133,15 @@ func (e *rootExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 		_, _ = stderr.WriteTo(e.stderr)
 	}
 	return stdout.Bytes(), nil
+}
+
+// killGroup kills the process group the plugin pid leads (Setpgid), the
+// plugin with every process it started.
+func killGroup(pid int) error {
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // pluginErr is libcni's RawExec error: the plugin's JSON error from stdout,
@@ -139,6 +165,9 @@ func pluginErr(err error, stdout, stderr []byte) error {
 // CNI_NETNS, the path must name the same file under the root. /proc/<pid>/
 // paths are left alone: the root's /proc is the host's (hostPID).
 func (e *rootExec) checkNetns(environ []string) error {
+	if e.root == "" {
+		return nil
+	}
 	var netnsPath string
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "CNI_NETNS="); ok {

@@ -118,7 +118,7 @@ func TestPluginRootOn(t *testing.T) {
 	t.Parallel()
 	for root, on := range map[string]bool{"": false, "/": false, "//": false, "/host": true, "/host/": true} {
 		assert.Equal(t, on, PluginRootOn(root), "%q", root)
-		assert.Equal(t, on, newRootExec(root, nil) != nil, "%q", root)
+		assert.Equal(t, on, newRootExec(root, nil).root != "", "%q: chrooted", root)
 	}
 }
 
@@ -293,4 +293,32 @@ func TestEngineWithPluginRoot(t *testing.T) {
 	plain := New(Options{ConfDir: confDir, BinDirs: []string{filepath.Join(t.TempDir(), "bin")}, CacheDir: t.TempDir()})
 	_, err = plain.FindPlugin("fakecni")
 	assert.Error(t, err)
+}
+
+// A plugin cut short by its deadline is killed with every process it
+// started: portmap's iptables must not change the node after the rollback
+// DEL that undoes the ADD. Before, only the plugin was killed, and the
+// helper went on (and held the output pipe, so the call waited for it).
+func TestTimedOutPluginIsKilledWithItsChildren(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile, marker := filepath.Join(dir, "child.pid"), filepath.Join(dir, "child-ran")
+	plugin := filepath.Join(dir, "slowcni")
+	require.NoError(t, os.WriteFile(plugin, []byte("#!/bin/sh\n"+
+		"(echo $$ > /dev/null; sh -c 'echo $$ > "+pidFile+"; exec sleep 30' ; touch "+marker+") &\n"+
+		"exec sleep 30\n"), 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := newRootExec("", nil).ExecPlugin(ctx, plugin, nil, []string{"CNI_COMMAND=ADD"})
+	require.Error(t, err)
+	data, err := os.ReadFile(pidFile)
+	require.NoError(t, err, "the plugin's child started")
+	pid := strings.TrimSpace(string(data))
+	require.Eventually(t, func() bool {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		// Gone, or a zombie waiting for its reaper: not running either way.
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	}, 10*time.Second, 20*time.Millisecond, "the plugin's child %s is killed with it", pid)
+	_, err = os.Stat(marker)
+	assert.True(t, os.IsNotExist(err), "the subshell that was to run after the child is gone too")
 }
