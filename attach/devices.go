@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"maps"
 
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
@@ -44,6 +45,9 @@ type DevicePod struct{ Namespace, Name, UID string }
 // driver's, the node's ResourceSlices).
 type DeviceSource interface {
 	Devices(ctx context.Context, pod DevicePod, resourceName string) ([]Device, error)
+	// ClaimDevices are the devices allocated for request r of the pod's
+	// claim r names, in allocation order.
+	ClaimDevices(ctx context.Context, pod DevicePod, r cni.ClaimRequest) ([]Device, error)
 }
 
 // Device is one device allocated to the pod.
@@ -85,43 +89,46 @@ type devices struct {
 // Nothing is written; an error names the network and the resource.
 func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment, inUse map[string]bool) (Assigned, error) {
 	got := Assigned{}
-	var order []string
-	byRes := map[string][]int{}
+	taken := maps.Clone(inUse) // also what an earlier group took: no device twice
+	if taken == nil {
+		taken = map[string]bool{}
+	}
+	var order []deviceWant
+	byWant := map[deviceWant][]int{}
 	for i, a := range atts {
-		if r := a.Network.ResourceName; r != "" {
-			if byRes[r] == nil {
-				order = append(order, r)
-			}
-			byRes[r] = append(byRes[r], i)
+		w := deviceWant{resource: a.Network.ResourceName, claim: a.Network.DeviceClaim}
+		if w == (deviceWant{}) {
+			continue
 		}
+		if byWant[w] == nil {
+			order = append(order, w)
+		}
+		byWant[w] = append(byWant[w], i)
 	}
 	pod := DevicePod{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID}
-	for _, res := range order {
-		idx := byRes[res]
-		first := atts[idx[0]]
-		what := fmt.Sprintf("network %s takes a device of resource %q (annotation %s of its NetworkAttachmentDefinition)",
-			first.Name(), res, plan.AnnotationResourceName)
+	for _, w := range order {
+		idx := byWant[w]
+		what := w.describe(atts[idx[0]].Name())
 		if d.src == nil {
 			return nil, fmt.Errorf("%s: %w: nri-cni reads no device allocations here (Kubernetes mode, kubernetes.podResourcesSocket)", what, ErrNoDevice)
 		}
-		devs, err := d.src.Devices(ctx, pod, res)
+		devs, err := w.devices(ctx, d.src, pod)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %w (request %s in a container's resources.limits, or a ResourceClaim of a device published with k8s.cni.cncf.io/resourceName %s)",
-				what, ErrNoDevice, err, res, res)
+			return nil, fmt.Errorf("%s: %w: %w%s", what, ErrNoDevice, err, w.hint())
 		}
 		var free []Device
 		for _, dev := range devs {
-			if !inUse[dev.ID] {
+			if !taken[dev.ID] {
 				free = append(free, dev)
 			}
 		}
 		if len(free) < len(idx) {
 			return nil, fmt.Errorf("%s: %w: the pod asks for %d network(s) of %s and the kubelet allocated it %d device(s) of it (%d held by its networks already)",
-				what, ErrNoDevice, len(idx), res, len(devs), len(devs)-len(free))
+				what, ErrNoDevice, len(idx), w, len(devs), len(devs)-len(free))
 		}
 		for k, i := range idx {
 			id := free[k].ID
-			got[id] = free[k]
+			got[id], taken[id] = free[k], true
 			n, err := atts[i].Network.WithDevice(id)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", atts[i].Name(), err)
@@ -136,6 +143,44 @@ func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment,
 		}
 	}
 	return got, nil
+}
+
+// deviceWant is where a network takes its device from: a device plugin
+// resource (or the DRA devices published with it), or a claim's request.
+type deviceWant struct {
+	resource string
+	claim    cni.ClaimRequest
+}
+
+func (w deviceWant) String() string {
+	if w.resource != "" {
+		return w.resource
+	}
+	return "claim request " + w.claim.String()
+}
+
+func (w deviceWant) describe(network string) string {
+	if w.resource != "" {
+		return fmt.Sprintf("network %s takes a device of resource %q (annotation %s of its NetworkAttachmentDefinition)",
+			network, w.resource, plan.AnnotationResourceName)
+	}
+	return fmt.Sprintf("network %s takes the device of request %q of the pod's claim %q (annotation %s of its NetworkAttachmentDefinition)",
+		network, w.claim.Request, w.claim.Claim, plan.AnnotationResourceClaim)
+}
+
+func (w deviceWant) hint() string {
+	if w.resource != "" {
+		return fmt.Sprintf(" (request %s in a container's resources.limits, or a ResourceClaim of a device published with k8s.cni.cncf.io/resourceName %s)",
+			w.resource, w.resource)
+	}
+	return ""
+}
+
+func (w deviceWant) devices(ctx context.Context, src DeviceSource, pod DevicePod) ([]Device, error) {
+	if w.resource != "" {
+		return src.Devices(ctx, pod, w.resource)
+	}
+	return src.ClaimDevices(ctx, pod, w.claim)
 }
 
 // inUse is the set of devices rec's networks hold.

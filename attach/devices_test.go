@@ -13,6 +13,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/attach/attachtest"
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/plan"
@@ -189,4 +190,46 @@ func TestDRADevicesSeedTheirDerivedDeviceInfo(t *testing.T) {
 		string(rec.Networks[0].DeviceInfo), "derived from the driver's data")
 	assert.JSONEq(t, `{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.1"}}`,
 		string(rec.Networks[1].DeviceInfo), "the device plugin file the driver wrote")
+}
+
+// Networks naming a claim request (nri-cni.io/resourceClaim) take its
+// devices in the claim's allocation order, distinct from the devices a
+// resourceName network of the same pod took; the log's and record's
+// device is the claim's; a pod without the claim is refused before
+// anything, naming the network, the claim and the annotation.
+func TestClaimRequestNetworksTakeTheClaimsDevices(t *testing.T) {
+	kf, _ := deviceFixture(t, "0000:3b:02.0")
+	req := cni.ClaimRequest{Claim: "nics", Request: "data"}
+	for _, name := range []string{"nic-a", "nic-b"} {
+		n := kf.NAD(plan.NADRef{Namespace: "ns1", Name: name}, "cni-"+name,
+			map[string]any{"capabilities": map[string]any{"deviceID": true}})
+		n.DeviceClaim = req
+	}
+	devs := kf.Devices
+	// The claim's second device is also the resource's (a driver in Multus
+	// mode): the resource network took it first, so the claim networks
+	// get the others.
+	devs.IDs[attachtest.ClaimKey(req)] = []string{"0000:8a:00.2", "0000:3b:02.0", "0000:8a:00.1"}
+
+	sb := attachtest.NPWGPod("sb1", `[{"name":"sriov-a"},{"name":"nic-a"},{"name":"nic-b"}]`)
+	rec, err := kf.Mgr.Attach(context.Background(), sb)
+	require.NoError(t, err)
+	calls := kf.Calls()
+	require.Len(t, calls, 3)
+	var got []any
+	for _, c := range calls {
+		got = append(got, runtimeConfig(t, c.RuntimeConfig)["deviceID"])
+	}
+	assert.Equal(t, []any{"0000:3b:02.0", "0000:8a:00.2", "0000:8a:00.1"}, got)
+	assert.Equal(t, "0000:8a:00.1", rec.Networks[2].DeviceID)
+	assert.Empty(t, rec.Networks[2].Resource)
+
+	sb2 := attachtest.NPWGPod("sb2", `[{"name":"nic-a"}]`)
+	devs.IDs[attachtest.ClaimKey(req)] = nil
+	_, err = kf.Mgr.Attach(context.Background(), sb2)
+	require.ErrorIs(t, err, attach.ErrNoDevice)
+	for _, w := range []string{"network ns1/nic-a", `request "data" of the pod's claim "nics"`, plan.AnnotationResourceClaim, `has no claim "nics"`} {
+		assert.Contains(t, err.Error(), w)
+	}
+	assert.Len(t, kf.Calls(), 3, "nothing added for the refused pod")
 }

@@ -63,7 +63,7 @@ func (n *Network) WithCNIArgs(args map[string]any) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network %q with cni-args: %w", n.Name, err)
 	}
-	return &Network{Name: n.Name, File: n.File, List: copied, ResourceName: n.ResourceName}, nil
+	return n.derived(copied), nil
 }
 
 // mergeCNIArgs returns existing (a plugin config's "args") with args added

@@ -20,6 +20,31 @@ type Network struct {
 	// NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName); ""
 	// for none.
 	ResourceName string
+	// DeviceClaim names the ResourceClaim request of the pod whose device
+	// the network takes (a NetworkAttachmentDefinition's
+	// nri-cni.io/resourceClaim); zero for none. At most one of
+	// ResourceName and DeviceClaim is set.
+	DeviceClaim ClaimRequest
+}
+
+// ClaimRequest names a request of one of the pod's ResourceClaims: Claim
+// is the pod's name for the claim (spec.resourceClaims[].name, which a
+// claim made from a template carries in its
+// resource.kubernetes.io/pod-claim-name annotation) or the ResourceClaim's
+// own name; Request is the claim's request ("req" or "req/sub").
+type ClaimRequest struct {
+	Claim, Request string
+}
+
+// IsZero reports whether r names no request.
+func (r ClaimRequest) IsZero() bool { return r.Claim == "" }
+
+// String is "claim/request".
+func (r ClaimRequest) String() string { return r.Claim + "/" + r.Request }
+
+// derived is n (its name, file and device fields) with list.
+func (n *Network) derived(list *libcni.NetworkConfigList) *Network {
+	return &Network{Name: n.Name, File: n.File, List: list, ResourceName: n.ResourceName, DeviceClaim: n.DeviceClaim}
 }
 
 // Extensions nri-cni reads from the config directory, as the kubelet does.

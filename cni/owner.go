@@ -47,7 +47,7 @@ func (n *Network) Owned(o Owner) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network %q: %w", n.Name, err)
 	}
-	return &Network{Name: n.Name, File: n.File, List: copied, ResourceName: n.ResourceName}, nil
+	return n.derived(copied), nil
 }
 
 // OwnerOf reads the marker of a cached config; ok is false without one

@@ -28,6 +28,12 @@ type DeviceSource struct {
 	// DRA resolves claimed devices over the node's ResourceSlices (nil:
 	// device plugins only).
 	DRA *dradevice.Resolver
+	// Claims reads the claims networks name (nri-cni.io/resourceClaim);
+	// nil: such networks fail.
+	Claims ClaimGetter
+	// Metadata reads the drivers' KEP-5304 device metadata of such a
+	// claim (nil: none; the claim's status data and the slices then).
+	Metadata dradevice.MetadataReader
 }
 
 // errNoneOfResource: the pod has no device of the resource, from either.

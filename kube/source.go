@@ -152,6 +152,9 @@ func (s *NADSource) parse(ref plan.NADRef, obj *nadv1.NetworkAttachmentDefinitio
 	if err == nil {
 		n, err = plan.WithResourceName(ref, n, obj.Annotations[plan.AnnotationResourceName])
 	}
+	if err == nil {
+		n, err = plan.WithResourceClaim(ref, n, obj.Annotations[plan.AnnotationResourceClaim])
+	}
 	p := parsedNAD{resourceVersion: obj.ResourceVersion, net: n, err: err}
 	if _, exists, _ := s.informer.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name); exists {
 		s.parsed[key] = p // not when deleted meanwhile: forget has run or will find nothing

@@ -44,3 +44,50 @@ func ValidResourceName(res string) error {
 	}
 	return nil
 }
+
+// AnnotationResourceClaim is nri-cni's NetworkAttachmentDefinition
+// annotation naming the ResourceClaim request whose device the network
+// takes: "<claim>/<request>" (or "<claim>/<request>/<subrequest>"), where
+// <claim> is the pod's name for the claim (spec.resourceClaims[].name) or
+// the ResourceClaim's own name. For devices of a DRA driver that publishes
+// no k8s.cni.cncf.io/resourceName attribute (dranet), or to pick one claim
+// of several.
+const AnnotationResourceClaim = "nri-cni.io/resourceClaim"
+
+// WithResourceClaim is the network n of NetworkAttachmentDefinition ref
+// taking its device from the claim request v names (AnnotationResourceClaim;
+// "": n as is). A NAD with both this and AnnotationResourceName, or a value
+// that is not "<claim>/<request>[/<subrequest>]" of DNS labels, is refused
+// (ErrBadNAD), naming the annotation. n is not changed (sources share it).
+func WithResourceClaim(ref NADRef, n *cni.Network, v string) (*cni.Network, error) {
+	if v == "" {
+		return n, nil
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %s: annotation %s: %s", ErrBadNAD, ref, AnnotationResourceClaim, fmt.Sprintf(format, a...))
+	}
+	if n.ResourceName != "" {
+		return nil, bad("the NAD also has %s %q: a network takes its device from one of them", AnnotationResourceName, n.ResourceName)
+	}
+	parts := strings.Split(v, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, bad("%q is not <claim>/<request> or <claim>/<request>/<subrequest>", v)
+	}
+	for i, p := range parts {
+		what := [...]string{"claim", "request", "subrequest"}[i]
+		if i == 0 {
+			// A ResourceClaim's name is a DNS subdomain, a pod's name for
+			// it a DNS label: the subdomain admits both.
+			if errs := validation.IsDNS1123Subdomain(p); len(errs) > 0 {
+				return nil, bad("%s %q: %s", what, p, strings.Join(errs, "; "))
+			}
+			continue
+		}
+		if errs := validation.IsDNS1123Label(p); len(errs) > 0 {
+			return nil, bad("%s %q: %s", what, p, strings.Join(errs, "; "))
+		}
+	}
+	withClaim := *n
+	withClaim.DeviceClaim = cni.ClaimRequest{Claim: parts[0], Request: strings.Join(parts[1:], "/")}
+	return &withClaim, nil
+}

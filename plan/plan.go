@@ -203,11 +203,11 @@ func (p *Planner) expand(n *cni.Network) (*cni.Network, error) {
 		return n, nil
 	}
 	local, err := p.Local(n.Name)
-	if err != nil || n.ResourceName == "" {
+	if err != nil || (n.ResourceName == "" && n.DeviceClaim.IsZero()) {
 		return local, err
 	}
 	withRes := *local
-	withRes.ResourceName = n.ResourceName
+	withRes.ResourceName, withRes.DeviceClaim = n.ResourceName, n.DeviceClaim
 	return &withRes, nil
 }
 

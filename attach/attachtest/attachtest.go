@@ -200,6 +200,34 @@ func (d *Devices) Devices(_ context.Context, pod attach.DevicePod, res string) (
 	return out, nil
 }
 
+// ClaimKey is the key of IDs under which Devices keeps a claim request's
+// devices.
+func ClaimKey(r cni.ClaimRequest) string { return "claim:" + r.String() }
+
+// ClaimDevices implements attach.DeviceSource: the devices under
+// ClaimKey(r), each from the claim request.
+func (d *Devices) ClaimDevices(_ context.Context, pod attach.DevicePod, r cni.ClaimRequest) ([]attach.Device, error) {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	key := ClaimKey(r)
+	d.Calls = append(d.Calls, pod.Namespace+"/"+pod.Name+" "+key)
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	if len(d.IDs[key]) == 0 {
+		return nil, fmt.Errorf("pod %s/%s has no claim %q", pod.Namespace, pod.Name, r.Claim)
+	}
+	var out []attach.Device
+	for _, id := range d.IDs[key] {
+		dev := attach.Device{ID: id, From: fmt.Sprintf("ResourceClaim %s/%s request %q device test/pool/%s", pod.Namespace, r.Claim, r.Request, id)}
+		if d.Derived != nil {
+			dev.Info = d.Derived(id)
+		}
+		out = append(out, dev)
+	}
+	return out, nil
+}
+
 // RecorderNet is a network config of the recording plugin.
 func RecorderNet(name, record string, extra map[string]any) map[string]any {
 	plugin := map[string]any{"type": "cni-recorder", "recordFile": record, "ip": "10.99.0.5/24"}

@@ -14,6 +14,7 @@ import (
 	"github.com/nri-cni/nri-cni/deviceinfo"
 	"github.com/nri-cni/nri-cni/kube"
 	"github.com/nri-cni/nri-cni/kube/dra"
+	"github.com/nri-cni/nri-cni/kube/dradevice"
 	"github.com/nri-cni/nri-cni/kube/podresources"
 	"github.com/nri-cni/nri-cni/nadpolicy"
 	"github.com/nri-cni/nri-cni/reconcile"
@@ -70,7 +71,15 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	if err != nil {
 		log.WithError(err).Warn("Kubernetes mode: networks cannot take devices of other DRA drivers (device plugins' still work)")
 	}
-	km.Devices = kube.DeviceSource{Client: podRes, DRA: draDevices}
+	devices := kube.DeviceSource{Client: podRes, DRA: draDevices}
+	if draDevices != nil {
+		// Networks naming a claim request (nri-cni.io/resourceClaim): the
+		// pod's claims from the API server, the drivers' KEP-5304 device
+		// metadata from the kubelet's plugin dirs (under pluginRoot).
+		devices.Claims = kube.APIClaims{Client: clients.Core}
+		devices.Metadata = dradevice.FileMetadata{KubeletDir: cfg.HostPath(k.DRA.KubeletRoot())}
+	}
+	km.Devices = devices
 	km.DeviceInfo = deviceinfo.Store{Dir: cfg.HostPath(k.DeviceInfo()), PluginDir: k.DeviceInfo()}
 	var claims *state.Claims
 	if k.DRAOn() {

@@ -24,7 +24,8 @@ const nadResource = "network-attachment-definitions"
 // TestRBACIsWhatKubeUses: the ClusterRole grants exactly what kube/ calls —
 // NADs list/watch (and get), pods patch, core Events create/patch, the
 // node's ResourceSlices list/watch (kube.NodeSlices: other DRA drivers'
-// devices behind NADs), and what the DRA driver's calls need (draRules) —
+// devices behind NADs), claims get (kube.APIClaims: the claims NADs name;
+// also the DRA driver's), and what the DRA driver's calls need (draRules) —
 // to the DaemonSet's ServiceAccount.
 func TestRBACIsWhatKubeUses(t *testing.T) {
 	b := loadBase(t)

@@ -41,7 +41,8 @@ func kubeletMounts(o *deploy.Objects) map[string]string {
 
 // assertNoDRA: nothing of the DRA driver is rendered — no DeviceClass, no
 // DRA policy, no rule on resource.k8s.io but reading ResourceSlices (other
-// drivers' devices behind NADs), none on nodes, no kubelet mount, no
+// drivers' devices behind NADs) and getting claims (those NADs name), none
+// on nodes, no kubelet mount, no
 // kubernetes.dra in nri.conf.
 func assertNoDRA(t *testing.T, o *deploy.Objects) {
 	t.Helper()
@@ -51,6 +52,9 @@ func assertNoDRA(t *testing.T, o *deploy.Objects) {
 	for _, r := range o.ClusterRole.Rules {
 		if slices.Equal(r.Resources, []string{"resourceslices"}) && slices.Equal(r.Verbs, []string{"list", "watch"}) {
 			continue // the node's slices, read for device-backed networks
+		}
+		if slices.Equal(r.Resources, []string{"resourceclaims"}) && slices.Equal(r.Verbs, []string{"get"}) {
+			continue // the claims NADs name (nri-cni.io/resourceClaim)
 		}
 		assert.NotContains(t, r.APIGroups, resourcev1.GroupName, "no DRA rule: %v", r)
 		assert.NotContains(t, r.Resources, "nodes", "no DRA rule: %v", r)
@@ -100,7 +104,7 @@ func TestHelmTemplateDRA(t *testing.T) {
 	assertNoDRA(t, off)
 	base, err := deploy.LoadBase(deploy.RepoRoot())
 	require.NoError(t, err)
-	assert.Equal(t, base.ClusterRole.Rules[:4], off.ClusterRole.Rules, "the rules without DRA's")
+	assert.Equal(t, base.ClusterRole.Rules[:5], off.ClusterRole.Rules, "the rules without DRA's (claims get stays: the claims NADs name)")
 
 	_, err = h.run(ctx, "lint", "--strict", ChartDir(), "--set", "kubernetes.dra.enabled=false")
 	assert.NoError(t, err)
