@@ -51,7 +51,7 @@ const textBusyRetries = 5
 // output pipe open, and change the node after the rollback DEL that was to
 // undo them. libcni's own exec kills the plugin alone.
 type rootExec struct {
-	root   string   // "" : no chroot
+	root   string    // "" : no chroot
 	stderr io.Writer // a successful plugin's stderr goes here (libcni: os.Stderr)
 	version.PluginDecoder
 }

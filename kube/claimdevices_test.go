@@ -134,10 +134,7 @@ func TestClaimDevices(t *testing.T) {
 			src := DeviceSource{Client: c, DRA: &dradevice.Resolver{Slices: slices}, Claims: getter}
 			got, err := src.ClaimDevices(context.Background(), attach.DevicePod{Namespace: ns, Name: podName, UID: uid}, tc.ref)
 			if tc.wantErr != nil {
-				require.Error(t, err)
-				for _, w := range tc.wantErr {
-					assert.Contains(t, err.Error(), w)
-				}
+				requireErrorContains(t, err, tc.wantErr...)
 				return
 			}
 			require.NoError(t, err)

@@ -92,10 +92,7 @@ func TestDeviceSource(t *testing.T) {
 			}
 			got, err := src.Devices(context.Background(), attach.DevicePod{Namespace: "team-a", Name: tc.pod.Name, UID: "uid"}, res)
 			if tc.wantErr != nil {
-				require.Error(t, err)
-				for _, w := range tc.wantErr {
-					assert.Contains(t, err.Error(), w)
-				}
+				requireErrorContains(t, err, tc.wantErr...)
 				return
 			}
 			require.NoError(t, err)
@@ -107,5 +104,14 @@ func TestDeviceSource(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// requireErrorContains: err is an error whose text has each of wants.
+func requireErrorContains(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	require.Error(t, err)
+	for _, w := range wants {
+		assert.Contains(t, err.Error(), w)
 	}
 }
