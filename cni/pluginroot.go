@@ -65,7 +65,8 @@ func newRootExec(root string, stderr io.Writer) *rootExec {
 	return &rootExec{root: root, stderr: stderr}
 }
 
-// waitDelay bounds how long a killed plugin's output is waited for.
+// waitDelay bounds how long a plugin's output is waited for once it has
+// exited or been killed (a process it started may hold it open).
 const waitDelay = 2 * time.Second
 
 // PluginRootOn reports whether plugins run chrooted into root: any root but
@@ -120,7 +121,10 @@ func (e *rootExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 		c.Cancel = func() error { return killGroup(c.Process.Pid) }
 		c.WaitDelay = waitDelay
 		err := c.Run()
-		if err == nil {
+		if err == nil || (errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil) {
+			// ErrWaitDelay alone: the plugin exited 0, and a process it
+			// left running (a helper it started) held its output open;
+			// what it wrote before exiting is its answer.
 			break
 		}
 		if errors.Is(err, syscall.ETXTBSY) && try < textBusyRetries && ctx.Err() == nil {

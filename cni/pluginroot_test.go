@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -321,4 +323,29 @@ func TestTimedOutPluginIsKilledWithItsChildren(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the plugin's child %s is killed with it", pid)
 	_, err = os.Stat(marker)
 	assert.True(t, os.IsNotExist(err), "the subshell that was to run after the child is gone too")
+}
+
+// A plugin that succeeds but leaves a process holding its output (a
+// helper it started without closing stdout) answers within waitDelay, with
+// what it wrote; the helper is its own business. (libcni's exec waits for
+// the helper to end.)
+func TestPluginLeavingAHelperAnswers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "helper.pid")
+	plugin := filepath.Join(dir, "helpercni")
+	require.NoError(t, os.WriteFile(plugin, []byte("#!/bin/sh\n"+
+		"sh -c 'echo $$ > "+pidFile+"; exec sleep 30' &\n"+
+		"while [ ! -s "+pidFile+" ]; do sleep 0.01; done\n"+
+		"echo '{\"cniVersion\":\"1.0.0\"}'\n"), 0o755))
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	out, err := newRootExec("", nil).ExecPlugin(context.Background(), plugin, nil, []string{"CNI_COMMAND=ADD"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"cniVersion":"1.0.0"}`, string(out))
 }
