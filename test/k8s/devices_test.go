@@ -29,6 +29,9 @@ import (
 // plugin resource the kubelet allocated to the pod.
 const resourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
 
+// claimAnnotation is nri-cni's NAD annotation naming a claim request.
+const claimAnnotation = "nri-cni.io/resourceClaim"
+
 // TestDevicePluginNetworks: two NADs annotated with a device plugin
 // resource (the fake device plugin's, registered with the node's kubelet:
 // three veth-backed devices, each a host link named as its ID, and their
@@ -238,8 +241,15 @@ func assertDELsGetTheirDevices(t *testing.T, record, sandbox string, want device
 // annotation); the cleanup deletes it.
 func (f *fixture) createResourceNAD(ns, name, res, config string) {
 	f.t.Helper()
+	f.createNADWith(ns, name, map[string]string{resourceNameAnnotation: res}, config)
+}
+
+// createNADWith creates a NAD of config with annotations, deleted at the
+// end of the test.
+func (f *fixture) createNADWith(ns, name string, annotations map[string]string, config string) {
+	f.t.Helper()
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-		Labels: map[string]string{ownerLabel: f.owner}, Annotations: map[string]string{resourceNameAnnotation: res}},
+		Labels: map[string]string{ownerLabel: f.owner}, Annotations: annotations},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
 	_, err := f.nads().K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(f.ctx, nad, metav1.CreateOptions{})
 	require.NoError(f.t, err, "NAD %s/%s", ns, name)

@@ -105,3 +105,109 @@ func TestDRADeviceNetworks(t *testing.T) {
 	f.waitReleased(sandbox)
 	assertDELsGetTheirDevices(t, record, sandbox, want)
 }
+
+// TestDRAClaimNamedNetworks: NADs naming the pod's claim and request
+// (nri-cni.io/resourceClaim), for a DRA driver that publishes no Multus
+// attribute (as dranet). The fake driver backs each device with a dummy
+// interface and writes its name as the device's deviceID in the claim's
+// status data; the scheduler allocates the pod's claim (from a template,
+// found by the pod's name for it) two of them; the two networks of that
+// request take them in allocation order, and cni-recorder moves each into
+// the pod as net1 and net2. nri-cni restarted, the pod deleted: each DEL
+// carries its ADD's device, and the interfaces are back on the host. A
+// pod naming a claim it does not have never runs: its sandbox is refused,
+// naming the annotation and the claim.
+func TestDRAClaimNamedNetworks(t *testing.T) {
+	f := newFixture(t)
+	o := f.w.o
+	require.NotEmpty(t, o.DevicesNamespace, "the overlay's namespace for cni-recorder NADs")
+	ns := o.DevicesNamespace
+	f.namespace(ns)
+
+	d, err := dradriver.Start(f.ctx, dradriver.Options{DriverName: testenv.UniqueName("nic-") + ".fake.example.com",
+		NodeName: f.w.c.NodeName, Client: f.w.c.Client, KubeletDir: f.w.c.KubeletRootDir, Devices: 3,
+		Links: true, InterfaceIDs: true, Logf: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, d.Stop(f.ctx), "stopping the fake DRA driver") })
+	_, err = f.k.ResourceV1().DeviceClasses().Create(f.ctx, dradriver.DeviceClass(d.Name()), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, d.Name(), metav1.DeleteOptions{}) })
+	tmpl := harness.RandomName("nics-")
+	_, err = f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, dradriver.ClaimTemplate(ns, tmpl, "data", d.Name(), 2), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, tmpl, metav1.DeleteOptions{}) })
+
+	record := filepath.Join(o.RecordDir, harness.RandomName("dra-named-")+".jsonl")
+	nadA, nadB, nadX := harness.RandomName("named-a-"), harness.RandomName("named-b-"), harness.RandomName("named-x-")
+	for n, claim := range map[string]string{nadA: "nics/data", nadB: "nics/data", nadX: "missing/data"} {
+		f.createNADWith(ns, n, map[string]string{claimAnnotation: claim}, deviceRecorderConfig("cni-"+n, record, true))
+	}
+
+	name := harness.RandomName("dra-named-")
+	pod := f.pod(name, ns, map[string]string{npwgAnnotation: nadA + "," + nadB})
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
+	f.create(pod)
+	sel := ownerLabel + "=" + f.owner
+	t.Cleanup(func() {
+		_ = f.k.CoreV1().Pods(ns).DeleteCollection(f.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+		f.waitPodsGone(ns, "", sel)
+	})
+	got := f.waitReadyNotRefused(ns, name)
+	sandbox, st := f.readySandbox(got)
+
+	require.Len(t, got.Status.ResourceClaimStatuses, 1)
+	claim, err := f.k.ResourceV1().ResourceClaims(ns).Get(f.ctx, *got.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Status.Allocation)
+	var allocated []string // interface names, in allocation order
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		for _, dev := range d.Devices() {
+			if dev.Name == r.Device {
+				allocated = append(allocated, dev.Interface)
+			}
+		}
+	}
+	require.Len(t, allocated, 2, "the scheduler allocated the claim two of the driver's devices")
+	t.Logf("pod %s/%s (sandbox %s): claim %s, interfaces %v", ns, name, sandbox, claim.Name, allocated)
+	macs := map[string]string{}
+	for _, w := range allocated {
+		macs[w] = hostLink(w)
+	}
+
+	want := deviceWant{
+		"cni-" + nadA: {"net1", allocated[0]},
+		"cni-" + nadB: {"net2", allocated[1]},
+	}
+	assertADDsGetTheirDevices(t, record, sandbox, want)
+	for _, w := range want {
+		itf, ok, err := harness.PodIface(st.NetnsPath, w.ifname)
+		require.NoError(t, err)
+		require.True(t, ok, "%s in the pod", w.ifname)
+		assert.Equal(t, macs[w.device], itf.MAC, "%s is interface %s", w.ifname, w.device)
+		assert.Empty(t, hostLink(w.device), "interface %s left the host", w.device)
+	}
+
+	f.restartNRICNI()
+	f.deletePod(ns, name)
+	f.waitReleased(sandbox)
+	assertDELsGetTheirDevices(t, record, sandbox, want)
+	for _, w := range want {
+		assert.Equal(t, macs[w.device], hostLink(w.device), "interface %s back on the host", w.device)
+	}
+
+	// A claim the pod does not have: refused, naming it; nothing ADDed.
+	addsBefore := len(callsOf(t, record, "ADD", ""))
+	bad := f.pod(harness.RandomName("dra-named-bad-"), ns, map[string]string{npwgAnnotation: nadX})
+	bad.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
+	bad.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
+	f.create(bad)
+	msg := f.waitEvent(ns, bad.Name, "NetworkAttachFailed", ns+"/"+nadX, claimAnnotation, `the pod has no such claim "missing"`)
+	t.Logf("refused: %s", msg)
+	p, err := f.k.CoreV1().Pods(ns).Get(f.ctx, bad.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, cs := range p.Status.ContainerStatuses {
+		assert.Nil(t, cs.State.Running, "container %s of the pod without the claim never ran", cs.Name)
+	}
+	assert.Len(t, callsOf(t, record, "ADD", ""), addsBefore, "nothing ADDed for the refused pod")
+}

@@ -17,7 +17,8 @@
 //     Options.ResourceName also k8s.cni.cncf.io/resourceName and
 //     k8s.cni.cncf.io/deviceID (Multus ≥ 4.3.1's attributes);
 //   - at prepare, the claim's status.devices entry of each of its devices
-//     with data {"interfaceName": …, "pciAddress": …};
+//     with data {"interfaceName": …, "pciAddress": …} (and "deviceID", the
+//     interface name, with Options.InterfaceIDs);
 //   - CDI device IDs (Options.CDIDir: a CDI spec per claim) or none;
 //   - KEP-5304 device metadata through the helper (Options.Metadata);
 //   - the device plugin device-info files (Options.DeviceInfo with
@@ -80,6 +81,11 @@ type Options struct {
 	// k8s.cni.cncf.io/resourceName (this value) and k8s.cni.cncf.io/deviceID
 	// (the device's PCI address).
 	ResourceName string
+	// InterfaceIDs writes each device's interface name as "deviceID" in
+	// its status.devices[].data (nri-cni reads the ID there before the
+	// slice's PCI address): a test plugin can move the interface into the
+	// pod by the ID it is handed.
+	InterfaceIDs bool
 	// DeviceInfo, with ResourceName, writes each device's device plugin
 	// device-info file (removed at Stop).
 	DeviceInfo *deviceinfo.Store

@@ -26,6 +26,10 @@ import (
 type Data struct {
 	InterfaceName string `json:"interfaceName"`
 	PCIAddress    string `json:"pciAddress"`
+	// DeviceID is the interface's name with Options.InterfaceIDs: the ID
+	// a CNI plugin moving the named interface (host-device's "device")
+	// is handed.
+	DeviceID string `json:"deviceID,omitempty"`
 }
 
 // statusTimeout bounds a claim status write (the kubelet's prepare call
@@ -67,7 +71,11 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) ([]k
 		if !ok || r.Pool != d.o.NodeName {
 			return nil, fmt.Errorf("%s request %q: device %s/%s is not one of this driver's on node %s", where, r.Request, r.Pool, r.Device, d.o.NodeName)
 		}
-		raw, err := json.Marshal(Data{InterfaceName: dev.Interface, PCIAddress: dev.PCIAddress})
+		data := Data{InterfaceName: dev.Interface, PCIAddress: dev.PCIAddress}
+		if d.o.InterfaceIDs {
+			data.DeviceID = dev.Interface
+		}
+		raw, err := json.Marshal(data)
 		if err != nil {
 			return nil, err
 		}
