@@ -4,8 +4,8 @@
 // as kube/dra is): it registers in the kubelet's plugins_registry,
 // publishes N devices in its node's ResourceSlice and prepares claims the
 // scheduler allocated them to. Each device is backed by a dummy interface
-// it creates with a unique name (Options.Links; root; a bridge without
-// ports where the kernel has no dummy driver) and has a fake PCI
+// it creates with a unique name (Options.Links; root; a veth where the
+// kernel has no dummy driver) and has a fake PCI
 // address in PCI domain fffe, which no machine has: a CNI plugin handed
 // one finds no such device, so a test cannot move a real NIC by mistake.
 //
@@ -259,14 +259,15 @@ func (d *Driver) device(name string) (Device, bool) {
 }
 
 // addLinks creates a dummy interface per device, or, on a kernel without
-// the dummy driver (this CI's), a bridge without ports, as test/cluster
-// does for its node address.
+// the dummy driver (this CI's), a veth whose peer (<name>p) stays on the
+// host: either can be moved into a pod's namespace by a CNI plugin (a
+// bridge cannot: it is local to its namespace).
 func (d *Driver) addLinks() error {
 	for _, dev := range d.devices {
 		attrs := netlink.LinkAttrs{Name: dev.Interface}
 		err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: attrs})
 		if errors.Is(err, unix.EOPNOTSUPP) {
-			err = netlink.LinkAdd(&netlink.Bridge{LinkAttrs: attrs})
+			err = netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: dev.Interface + "p"})
 		}
 		if err != nil {
 			return fmt.Errorf("fake DRA driver: interface %s: %w", dev.Interface, err)
@@ -303,8 +304,13 @@ func (d *Driver) Stop(ctx context.Context) error {
 	}
 	if d.o.Links {
 		for _, dev := range d.devices {
-			if l, err := netlink.LinkByName(dev.Interface); err == nil {
-				errs = append(errs, netlink.LinkDel(l))
+			// The interface, or its veth peer if the interface is in a
+			// pod's namespace still (deleting one end deletes both).
+			for _, name := range []string{dev.Interface, dev.Interface + "p"} {
+				if l, err := netlink.LinkByName(name); err == nil {
+					errs = append(errs, netlink.LinkDel(l))
+					break
+				}
 			}
 		}
 	}

@@ -266,11 +266,13 @@ func TestLinks(t *testing.T) {
 	for _, dev := range d.Devices() {
 		l, err := netlink.LinkByName(dev.Interface)
 		require.NoError(t, err, dev.Interface)
-		assert.Contains(t, []string{"dummy", "bridge"}, l.Type(), "a dummy (or, without the dummy driver, a bridge without ports)")
+		assert.Contains(t, []string{"dummy", "veth"}, l.Type(), "a dummy (or, without the dummy driver, a veth)")
 	}
 	require.NoError(t, d.Stop(context.Background()))
 	for _, dev := range d.Devices() {
-		_, err := netlink.LinkByName(dev.Interface)
-		assert.Error(t, err, "%s removed", dev.Interface)
+		for _, name := range []string{dev.Interface, dev.Interface + "p"} {
+			_, err := netlink.LinkByName(name)
+			assert.Error(t, err, "%s removed", name)
+		}
 	}
 }
