@@ -143,6 +143,11 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 		f.createNADWith(ns, n, map[string]string{claimAnnotation: claim}, deviceRecorderConfig("cni-"+n, record, true))
 	}
 
+	macs := map[string]string{} // of each device's interface, on the host before the pod
+	for _, dev := range d.Devices() {
+		macs[dev.Interface] = hostLink(dev.Interface)
+		require.NotEmpty(t, macs[dev.Interface], "device %s's interface %s on the host", dev.Name, dev.Interface)
+	}
 	name := harness.RandomName("dra-named-")
 	pod := f.pod(name, ns, map[string]string{npwgAnnotation: nadA + "," + nadB})
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
@@ -170,10 +175,6 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 	}
 	require.Len(t, allocated, 2, "the scheduler allocated the claim two of the driver's devices")
 	t.Logf("pod %s/%s (sandbox %s): claim %s, interfaces %v", ns, name, sandbox, claim.Name, allocated)
-	macs := map[string]string{}
-	for _, w := range allocated {
-		macs[w] = hostLink(w)
-	}
 
 	want := deviceWant{
 		"cni-" + nadA: {"net1", allocated[0]},
