@@ -15,8 +15,13 @@ import (
 	"github.com/nri-cni/nri-cni/test/harness"
 )
 
+// hookMargin is nri-cni's own work per hook invocation above the floor (a
+// no-op invocation of the same binary), in ms.
+const hookMargin = 5.0
+
 // benchHook: 5. `nri-cni hook createRuntime` + `poststop` as processes vs the
-// same chain's ADD+DEL in-process: the per-invocation overhead.
+// same chain's ADD+DEL in-process: the per-invocation overhead, within the
+// no-op invocation's time (the floor, measured in the same run) + 5 ms.
 func benchHook(ctx context.Context, e *env, rep *report, n int) error {
 	bridge := harness.RandomName("ncbh")
 	c, err := newChain(ctx, e, "hook", bridgeConf("benchhook", bridge, harness.RandomSubnet(240), filepath.Join(e.dir, "ipam-h")), bridge)
@@ -76,6 +81,11 @@ func benchHook(ctx context.Context, e *env, rep *report, n int) error {
 	rep.add(Row{Section: s, Metric: "no-op hook invocation p50", Value: pct(noops, 50), Unit: "ms"})
 	_, delta := paired(raw, hooks)
 	rep.add(Row{Section: s, Metric: "overhead per invocation (p50s)", Value: (pct(hooks, 50) - pct(raw, 50)) / 2, Unit: "ms"})
-	rep.check(s, "overhead per invocation (paired median, 2 per container)", delta/2, "ms", 10, "<= 10 ms")
+	// The floor is a hook process that does nothing (the binary's start:
+	// what any hook costs); nri-cni's own work per invocation (the
+	// record, its lock, the netns) may add hookMargin.
+	floor := pct(noops, 50)
+	rep.check(s, "overhead per invocation (paired median, 2 per container)", delta/2, "ms", floor+hookMargin,
+		fmt.Sprintf("<= floor %.1f + %.0f ms", floor, hookMargin))
 	return nil
 }
