@@ -91,6 +91,17 @@ func (c *chain) rawPair(ctx context.Context, id string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// rawAdd times the chain's ADD alone through libcni, then DELs it.
+func (c *chain) rawAdd(ctx context.Context, id string) (time.Duration, error) {
+	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: c.netns.Path(), IfName: "net1", Args: podArgs(id)}
+	start := time.Now()
+	if _, err := c.raw.AddNetworkList(ctx, c.list, rt); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, c.raw.DelNetworkList(ctx, c.list, rt)
+}
+
 // ourPair runs nri-cni's Attach + Detach (netns checks, records, locks).
 func (c *chain) ourPair(ctx context.Context, id string) (time.Duration, error) {
 	sb := attach.Sandbox{ID: id, Kind: "pod", Pinned: c.netns.Path(),
