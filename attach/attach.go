@@ -254,13 +254,13 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 			log.WithError(perr).Warn("recording what the rollback DELs failed; a restart DELs the whole plan")
 		}
 		handedOff = true
-		m.rollback(ctx, log, rec, release)
+		m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	if err := m.setDefaultRoutes(ns.Path, p.Attachments, rec); err != nil {
 		log.WithError(err).Error("default route not set, rolling back")
 		handedOff = true
-		m.rollback(ctx, log, rec, release)
+		m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	m.noteNetns(rec.Netns)
@@ -268,7 +268,7 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	if err := m.store.Put(rec); err != nil {
 		log.WithError(err).Error("recording the attachment failed, rolling back")
 		handedOff = true
-		m.rollback(ctx, log, rec, release)
+		m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	attached = rec
@@ -391,12 +391,12 @@ func (m *Manager) setDefaultRoutes(path string, atts []plan.Attachment, rec *sta
 // the margin). If that comes first, the rollback goes on in the background,
 // still holding the sandbox's lock, so the runtime's follow-up Stop/Remove
 // wait for it instead of racing it. release is called when it ends.
-func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Record, release func()) {
+func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Record, release func(), ran map[string]*cni.Network) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer release()
-		if err := m.cni.teardownLive(context.WithoutCancel(ctx), log, rec); err != nil {
+		if err := m.cni.teardownLiveWith(context.WithoutCancel(ctx), log, rec, ran); err != nil {
 			log.WithError(err).Error("rollback incomplete: the record is kept for a later retry")
 			return
 		}
@@ -415,6 +415,17 @@ func (m *Manager) rollback(ctx context.Context, log *logrus.Entry, rec *state.Re
 	case <-wait.Done():
 		log.Warn("rollback continues in the background past the runtime's deadline")
 	}
+}
+
+// ranNetworks are the networks atts' ADDs run with (their devices and
+// cni-args in them), by interface name: what a rollback DELs with when an
+// ADD left no libcni cache entry.
+func ranNetworks(atts []plan.Attachment) map[string]*cni.Network {
+	out := make(map[string]*cni.Network, len(atts))
+	for _, a := range atts {
+		out[a.IfName] = a.Network
+	}
+	return out
 }
 
 // PodRef names the sandbox in errors.

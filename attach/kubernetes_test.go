@@ -3,10 +3,12 @@ package attach_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
@@ -19,6 +21,7 @@ import (
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
 func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
@@ -424,4 +427,23 @@ func TestNPWGDefaultRouteFailureRollsBack(t *testing.T) {
 	assert.Equal(t, []string{"ADD cni-a net1", "DEL cni-a net1"}, kf.Cmds(), "the ADD rolled back")
 	_, getErr := kf.Mgr.Store().Get("sb1")
 	assert.ErrorIs(t, getErr, state.ErrNotFound, "no record left")
+}
+
+// The rollback of a NAD network's failed ADD (no libcni cache entry) DELs
+// with the config the ADD ran: the element's cni-args in it, not the NAD
+// as loaded (which the DEL fell back to before).
+func TestRollbackOfAFailedADDRunsItsConfig(t *testing.T) {
+	kf := attachtest.NewKube(t, nil)
+	kf.NAD(plan.NADRef{Namespace: "ns1", Name: "fails"}, "cni-fails", map[string]any{"failOn": "ADD"})
+	_, err := kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb1", `[{"name":"fails","cni-args":{"label":"x"}}]`))
+	require.Error(t, err)
+	testenv.Eventually(t, 10*time.Second, "the rollback to finish", func() bool {
+		_, err := kf.Mgr.Store().Get("sb1")
+		return errors.Is(err, state.ErrNotFound)
+	})
+	calls := kf.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"ADD", "DEL"}, []string{calls[0].Cmd, calls[1].Cmd})
+	assert.Contains(t, string(calls[0].ConfArgs), `"label":"x"`, "the ADD ran the element's cni-args")
+	assert.Contains(t, string(calls[1].ConfArgs), `"label":"x"`, "and so did its rollback DEL")
 }

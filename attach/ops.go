@@ -80,7 +80,7 @@ func (o *ops) add(ctx context.Context, n *cni.Network, a cni.Attachment) (*cni.R
 // empty one, which still releases IPAM: for a sandbox going away (Stop,
 // Remove, GC), whose namespace and the interfaces in it go with it.
 func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string) error {
-	return o.teardownIn(ctx, log, rec, nsPath, true)
+	return o.teardownIn(ctx, log, rec, nsPath, true, nil)
 }
 
 // teardownLive DELs rec's networks of a sandbox that lives on (a rollback,
@@ -93,18 +93,30 @@ func (o *ops) teardown(ctx context.Context, log *logrus.Entry, rec *state.Record
 // bridge. The caller keeps the record and retries. Without the recorded
 // namespace (gone), the DEL runs with an empty one, as for teardown.
 func (o *ops) teardownLive(ctx context.Context, log *logrus.Entry, rec *state.Record) error {
-	return o.teardownIn(ctx, log, rec, o.usableNetns(rec), false)
+	return o.teardownLiveWith(ctx, log, rec, nil)
+}
+
+// teardownLiveWith is teardownLive with the networks the ADDs ran, by
+// interface name (a rollback has them: the config with the device and the
+// element's cni-args in it): a DEL that finds no libcni cache entry (an
+// ADD that failed) runs with that config, not with the one loaded now.
+func (o *ops) teardownLiveWith(ctx context.Context, log *logrus.Entry, rec *state.Record, ran map[string]*cni.Network) error {
+	return o.teardownIn(ctx, log, rec, o.usableNetns(rec), false, ran)
 }
 
 // teardownIn DELs rec's networks in nsPath; emptyNetnsRetry: a DEL that
-// fails in the namespace is retried with an empty one.
-func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string, emptyNetnsRetry bool) error {
+// fails in the namespace is retried with an empty one; ran: the networks
+// the ADDs ran, by interface name (nil: unknown).
+func (o *ops) teardownIn(ctx context.Context, log *logrus.Entry, rec *state.Record, nsPath string, emptyNetnsRetry bool, ran map[string]*cni.Network) error {
 	errs := make([]error, len(rec.Networks))
 	one := func(i int) {
 		n := rec.Networks[i]
 		nl := log.WithFields(logrus.Fields{"network": n.Name, "ifname": n.IfName, "netns": nsPath})
 		a := cni.Attachment{ContainerID: rec.ID, IfName: n.IfName, Netns: nsPath, Args: rec.Args, CapabilityArgs: delCaps(n)}
-		nadConf := o.nadFallback(n)
+		nadConf := ran[n.IfName]
+		if nadConf == nil || nadConf.Name != n.Name {
+			nadConf = o.nadFallback(n)
+		}
 		err := o.delWith(ctx, n.Name, nadConf, a)
 		if err != nil && nsPath != "" && emptyNetnsRetry {
 			nl.WithError(err).Warn("CNI DEL in the namespace failed, retrying with an empty netns")

@@ -221,8 +221,9 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		res, err := m.cni.add(ctx, a.Network, cni.Attachment{ContainerID: sb.ID, IfName: a.IfName, Netns: ns.Path, Args: args, CapabilityArgs: a.Caps})
 		if err != nil {
 			nl.WithError(err).Error("hot-plug: CNI ADD failed, rolling back this hot-plug's ADDs")
-			added := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: rec.Networks[first : i+1]}
-			if rerr := m.cni.teardownLive(context.WithoutCancel(ctx), log, added); rerr != nil {
+			added := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: rec.Networks[first : i+1],
+				Args: rec.Args}
+			if rerr := m.cni.teardownLiveWith(context.WithoutCancel(ctx), log, added, ranNetworks(add)); rerr != nil {
 				// Kept (pending) for Stop to DEL again.
 				errs = append(errs, rerr)
 			} else {

@@ -73,6 +73,8 @@ type Call struct {
 	NetnsIno uint64 `json:"netnsIno,omitempty"`
 	// DeviceID is the config's "deviceID" key (a device-backed network's).
 	DeviceID string `json:"deviceID,omitempty"`
+	// ConfArgs is the config's "args" key (a NAD element's cni-args).
+	ConfArgs json.RawMessage `json:"confArgs,omitempty"`
 }
 
 // ReadCalls reads a cni-recorder record file; a missing file is no calls.

@@ -57,6 +57,8 @@ type Conf struct {
 	DeviceID string `json:"deviceID"`
 	// RuntimeConfig is what libcni injected for the declared capabilities.
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
+	// Args is the config's "args" (a NAD element's cni-args are in it).
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // Call is one recorded invocation.
@@ -75,6 +77,8 @@ type Call struct {
 	NetnsIno uint64 `json:"netnsIno,omitempty"`
 	// DeviceID is the config's "deviceID" key, if any.
 	DeviceID string `json:"deviceID,omitempty"`
+	// ConfArgs is the config's "args" key, if any.
+	ConfArgs json.RawMessage `json:"confArgs,omitempty"`
 }
 
 func main() {
@@ -204,6 +208,7 @@ func record(conf *Conf, cmd string, a *skel.CmdArgs) error {
 		Args: a.Args, Network: conf.Name, Time: time.Now().Format(time.RFC3339Nano), RuntimeConfig: conf.RuntimeConfig,
 		NetnsIno: netnsIno(a.Netns),
 		DeviceID: conf.DeviceID,
+		ConfArgs: conf.Args,
 	})
 	if err != nil {
 		return err
