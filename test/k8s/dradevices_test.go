@@ -35,17 +35,7 @@ func TestDRADeviceNetworks(t *testing.T) {
 	f.namespace(ns)
 
 	res := testenv.UniqueName("fake.example/dra-nic-")
-	d, err := dradriver.Start(f.ctx, dradriver.Options{DriverName: testenv.UniqueName("nic-") + ".fake.example.com",
-		NodeName: f.w.c.NodeName, Client: f.w.c.Client, KubeletDir: f.w.c.KubeletRootDir, Devices: 3, ResourceName: res, Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, d.Stop(f.ctx), "stopping the fake DRA driver") })
-	_, err = f.k.ResourceV1().DeviceClasses().Create(f.ctx, dradriver.DeviceClass(d.Name()), metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, d.Name(), metav1.DeleteOptions{}) })
-	tmpl := harness.RandomName("nics-")
-	_, err = f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, dradriver.ClaimTemplate(ns, tmpl, "nics", d.Name(), 2), metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, tmpl, metav1.DeleteOptions{}) })
+	d, tmpl := f.startFakeDRA(ns, "nics", dradriver.Options{Devices: 3, ResourceName: res})
 
 	record := filepath.Join(o.RecordDir, harness.RandomName("dra-devices-")+".jsonl")
 	nadA, nadB := harness.RandomName("dra-a-"), harness.RandomName("dra-b-")
@@ -54,35 +44,16 @@ func TestDRADeviceNetworks(t *testing.T) {
 	}
 
 	name := harness.RandomName("dra-devices-")
-	pod := f.pod(name, ns, map[string]string{npwgAnnotation: nadA + "," + nadB})
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
-	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
-	f.create(pod)
-	sel := ownerLabel + "=" + f.owner
-	t.Cleanup(func() {
-		_ = f.k.CoreV1().Pods(ns).DeleteCollection(f.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-		f.waitPodsGone(ns, "", sel)
-	})
+	f.create(f.nicsPod(name, ns, nadA+","+nadB, tmpl))
+	f.cleanupOwnPods(ns)
 	got := f.waitReadyNotRefused(ns, name)
 	sandbox, _ := f.readySandbox(got)
 
 	// The claim's devices, by PCI address: what the driver publishes as
 	// k8s.cni.cncf.io/deviceID.
-	require.Len(t, got.Status.ResourceClaimStatuses, 1)
-	claim, err := f.k.ResourceV1().ResourceClaims(ns).Get(f.ctx, *got.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, claim.Status.Allocation)
-	var allocated []string
-	for _, r := range claim.Status.Allocation.Devices.Results {
-		for _, dev := range d.Devices() {
-			if dev.Name == r.Device {
-				allocated = append(allocated, dev.PCIAddress)
-			}
-		}
-	}
+	claimName, allocated := f.allocatedTo(got, d, func(dev dradriver.Device) string { return dev.PCIAddress })
 	slices.Sort(allocated)
-	require.Len(t, allocated, 2, "the scheduler allocated the claim two of the driver's devices")
-	t.Logf("pod %s/%s (sandbox %s): claim %s, devices %v", ns, name, sandbox, claim.Name, allocated)
+	t.Logf("pod %s/%s (sandbox %s): claim %s, devices %v", ns, name, sandbox, claimName, allocated)
 
 	want := deviceWant{
 		"cni-" + nadA: {"net1", allocated[0]},
@@ -124,18 +95,7 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 	ns := o.DevicesNamespace
 	f.namespace(ns)
 
-	d, err := dradriver.Start(f.ctx, dradriver.Options{DriverName: testenv.UniqueName("nic-") + ".fake.example.com",
-		NodeName: f.w.c.NodeName, Client: f.w.c.Client, KubeletDir: f.w.c.KubeletRootDir, Devices: 3,
-		Links: true, InterfaceIDs: true, Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, d.Stop(f.ctx), "stopping the fake DRA driver") })
-	_, err = f.k.ResourceV1().DeviceClasses().Create(f.ctx, dradriver.DeviceClass(d.Name()), metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, d.Name(), metav1.DeleteOptions{}) })
-	tmpl := harness.RandomName("nics-")
-	_, err = f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, dradriver.ClaimTemplate(ns, tmpl, "data", d.Name(), 2), metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, tmpl, metav1.DeleteOptions{}) })
+	d, tmpl := f.startFakeDRA(ns, "data", dradriver.Options{Devices: 3, Links: true, InterfaceIDs: true})
 
 	record := filepath.Join(o.RecordDir, harness.RandomName("dra-named-")+".jsonl")
 	nadA, nadB, nadX := harness.RandomName("named-a-"), harness.RandomName("named-b-"), harness.RandomName("named-x-")
@@ -149,32 +109,12 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 		require.NotEmpty(t, macs[dev.Interface], "device %s's interface %s on the host", dev.Name, dev.Interface)
 	}
 	name := harness.RandomName("dra-named-")
-	pod := f.pod(name, ns, map[string]string{npwgAnnotation: nadA + "," + nadB})
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
-	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
-	f.create(pod)
-	sel := ownerLabel + "=" + f.owner
-	t.Cleanup(func() {
-		_ = f.k.CoreV1().Pods(ns).DeleteCollection(f.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-		f.waitPodsGone(ns, "", sel)
-	})
+	f.create(f.nicsPod(name, ns, nadA+","+nadB, tmpl))
+	f.cleanupOwnPods(ns)
 	got := f.waitReadyNotRefused(ns, name)
 	sandbox, st := f.readySandbox(got)
-
-	require.Len(t, got.Status.ResourceClaimStatuses, 1)
-	claim, err := f.k.ResourceV1().ResourceClaims(ns).Get(f.ctx, *got.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, claim.Status.Allocation)
-	var allocated []string // interface names, in allocation order
-	for _, r := range claim.Status.Allocation.Devices.Results {
-		for _, dev := range d.Devices() {
-			if dev.Name == r.Device {
-				allocated = append(allocated, dev.Interface)
-			}
-		}
-	}
-	require.Len(t, allocated, 2, "the scheduler allocated the claim two of the driver's devices")
-	t.Logf("pod %s/%s (sandbox %s): claim %s, interfaces %v", ns, name, sandbox, claim.Name, allocated)
+	claimName, allocated := f.allocatedTo(got, d, func(dev dradriver.Device) string { return dev.Interface }) // allocation order
+	t.Logf("pod %s/%s (sandbox %s): claim %s, interfaces %v", ns, name, sandbox, claimName, allocated)
 
 	want := deviceWant{
 		"cni-" + nadA: {"net1", allocated[0]},
@@ -199,9 +139,7 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 
 	// A claim the pod does not have: refused, naming it; nothing ADDed.
 	addsBefore := len(callsOf(t, record, "ADD", ""))
-	bad := f.pod(harness.RandomName("dra-named-bad-"), ns, map[string]string{npwgAnnotation: nadX})
-	bad.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
-	bad.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
+	bad := f.nicsPod(harness.RandomName("dra-named-bad-"), ns, nadX, tmpl)
 	f.create(bad)
 	msg := f.waitEvent(ns, bad.Name, "NetworkAttachFailed", ns+"/"+nadX, claimAnnotation, `the pod has no such claim "missing"`)
 	t.Logf("refused: %s", msg)
@@ -211,4 +149,64 @@ func TestDRAClaimNamedNetworks(t *testing.T) {
 		assert.Nil(t, cs.State.Running, "container %s of the pod without the claim never ran", cs.Name)
 	}
 	assert.Len(t, callsOf(t, record, "ADD", ""), addsBefore, "nothing ADDed for the refused pod")
+}
+
+// startFakeDRA starts the fake DRA driver on the node with o (its name,
+// node, client and kubelet dir filled in), its DeviceClass, and a claim
+// template in ns of two of its devices for request; all undone at cleanup.
+func (f *fixture) startFakeDRA(ns, request string, o dradriver.Options) (*dradriver.Driver, string) {
+	f.t.Helper()
+	o.DriverName = testenv.UniqueName("nic-") + ".fake.example.com"
+	o.NodeName, o.Client, o.KubeletDir, o.Logf = f.w.c.NodeName, f.w.c.Client, f.w.c.KubeletRootDir, f.t.Logf
+	d, err := dradriver.Start(f.ctx, o)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { assert.NoError(f.t, d.Stop(f.ctx), "stopping the fake DRA driver") })
+	_, err = f.k.ResourceV1().DeviceClasses().Create(f.ctx, dradriver.DeviceClass(d.Name()), metav1.CreateOptions{})
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = f.k.ResourceV1().DeviceClasses().Delete(f.ctx, d.Name(), metav1.DeleteOptions{}) })
+	tmpl := harness.RandomName("nics-")
+	_, err = f.k.ResourceV1().ResourceClaimTemplates(ns).Create(f.ctx, dradriver.ClaimTemplate(ns, tmpl, request, d.Name(), 2), metav1.CreateOptions{})
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = f.k.ResourceV1().ResourceClaimTemplates(ns).Delete(f.ctx, tmpl, metav1.DeleteOptions{}) })
+	return d, tmpl
+}
+
+// nicsPod is f.pod asking for networks, with the pod claim "nics" made
+// from tmpl and used by its container; the test's pods are deleted at
+// cleanup.
+func (f *fixture) nicsPod(name, ns, networks, tmpl string) *corev1.Pod {
+	f.t.Helper()
+	pod := f.pod(name, ns, map[string]string{npwgAnnotation: networks})
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nics", ResourceClaimTemplateName: &tmpl}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nics"}}
+	return pod
+}
+
+// allocatedTo is what of each of d's devices the pod's one claim was
+// allocated, in allocation order (of, e.g., the PCI address).
+func (f *fixture) allocatedTo(pod *corev1.Pod, d *dradriver.Driver, of func(dradriver.Device) string) (string, []string) {
+	f.t.Helper()
+	require.Len(f.t, pod.Status.ResourceClaimStatuses, 1)
+	claim, err := f.k.ResourceV1().ResourceClaims(pod.Namespace).Get(f.ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	require.NotNil(f.t, claim.Status.Allocation)
+	var out []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		for _, dev := range d.Devices() {
+			if dev.Name == r.Device {
+				out = append(out, of(dev))
+			}
+		}
+	}
+	require.Len(f.t, out, 2, "the scheduler allocated the claim two of the driver's devices")
+	return claim.Name, out
+}
+
+// cleanupOwnPods deletes the test's pods of ns at cleanup and waits.
+func (f *fixture) cleanupOwnPods(ns string) {
+	sel := ownerLabel + "=" + f.owner
+	f.t.Cleanup(func() {
+		_ = f.k.CoreV1().Pods(ns).DeleteCollection(f.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+		f.waitPodsGone(ns, "", sel)
+	})
 }
