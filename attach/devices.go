@@ -88,11 +88,6 @@ type devices struct {
 // not in inUse (the devices its recorded networks hold, for a hot-plug).
 // Nothing is written; an error names the network and the resource.
 func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment, inUse map[string]bool) (Assigned, error) {
-	got := Assigned{}
-	taken := maps.Clone(inUse) // also what an earlier group took: no device twice
-	if taken == nil {
-		taken = map[string]bool{}
-	}
 	var order []deviceWant
 	byWant := map[deviceWant][]int{}
 	for i, a := range atts {
@@ -104,6 +99,14 @@ func (d devices) assign(ctx context.Context, sb Sandbox, atts []plan.Attachment,
 			order = append(order, w)
 		}
 		byWant[w] = append(byWant[w], i)
+	}
+	got := Assigned{}
+	if len(order) == 0 {
+		return got, nil // every pod start without device networks: nothing to look up
+	}
+	taken := maps.Clone(inUse) // also what an earlier group took: no device twice
+	if taken == nil {
+		taken = map[string]bool{}
 	}
 	pod := DevicePod{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: sb.Pod.UID}
 	for _, w := range order {
