@@ -193,6 +193,10 @@ func (m *Manager) Config() config.Config { return m.cfg }
 // Store returns the record store.
 func (m *Manager) Store() *state.Store { return m.store }
 
+// Records lists every readable record and one error per unreadable file
+// (state.Store.List): what the reconcilers walk.
+func (m *Manager) Records() ([]*state.Record, []error) { return m.store.List() }
+
 // Engine returns the CNI engine.
 func (m *Manager) Engine() *cni.Engine { return m.cni.engine }
 

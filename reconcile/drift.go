@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -23,9 +22,9 @@ type CheckResult struct {
 }
 
 // CheckAttachments CHECKs every attached network of every record once.
-func CheckAttachments(ctx context.Context, m *attach.Manager) CheckResult {
+func CheckAttachments(ctx context.Context, m Checker) CheckResult {
 	var res CheckResult
-	recs, _ := m.Store().List() // unreadable records are the resync's business
+	recs, _ := m.Records() // unreadable records are the resync's business
 	for _, rec := range recs {
 		if rec.Phase != state.PhaseAttached || len(rec.Networks) == 0 {
 			continue
@@ -40,12 +39,13 @@ func CheckAttachments(ctx context.Context, m *attach.Manager) CheckResult {
 	return res
 }
 
-// RunChecks runs CheckAttachments every interval until ctx ends.
-func RunChecks(ctx context.Context, m *attach.Manager, interval time.Duration) {
+// RunChecks runs CheckAttachments every interval until ctx ends, logging
+// rounds that found something.
+func RunChecks(ctx context.Context, m Checker, log *logrus.Entry, interval time.Duration) {
 	every(ctx, interval, nil, false, func() {
 		res := CheckAttachments(ctx, m)
 		if res.Failed > 0 || res.Busy > 0 {
-			m.Log().WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")
+			log.WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")
 		}
 	})
 }

@@ -17,6 +17,9 @@ type GCResult struct {
 	StaleCached int // cached attachments without a record, DELeted
 	Busy        int // sandboxes (or libcni's GC) skipped: another operation held them
 	Errors      []error
+	// Strays are files in the state dir that name no sandbox: left alone,
+	// for the caller to report (not an error of the pass).
+	Strays []error
 }
 
 // Err joins the pass's errors.
@@ -29,12 +32,12 @@ func (r GCResult) Err() error { return errors.Join(r.Errors...) }
 // reused), and then runs libcni's GC (CNI 1.1) for every loaded network
 // with the attachments still valid. Every sandbox is handled under its own
 // lock with a bounded wait: a busy one is skipped until the next pass.
-func GC(ctx context.Context, m *attach.Manager, live attach.LiveFunc) GCResult {
+func GC(ctx context.Context, m Collector, live attach.LiveFunc) GCResult {
 	if live == nil {
 		live = func(rec *state.Record) bool { return m.NetnsUsable(rec) != "" }
 	}
 	var res GCResult
-	recs, errs := m.Store().List()
+	recs, errs := m.Records()
 	ids := make([]string, 0, len(recs)+len(errs))
 	for _, rec := range recs {
 		if live(rec) {
@@ -49,7 +52,7 @@ func GC(ctx context.Context, m *attach.Manager, live attach.LiveFunc) GCResult {
 			ids = append(ids, re.ID) // unreadable: rebuilt, then judged
 			continue
 		}
-		m.Log().WithError(err).Warn("gc: skipping a record file that names no sandbox")
+		res.Strays = append(res.Strays, err)
 	}
 	for _, id := range ids {
 		out, err := m.Collect(ctx, id, live)

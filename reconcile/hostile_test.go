@@ -111,7 +111,7 @@ func TestNetnsSweepIsNotHeldByAStuckPod(t *testing.T) {
 	sf.Netns.Kill("/fake/netns/13")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchNetns(ctx, sf.Mgr, 50*time.Millisecond))
+	require.NoError(t, WatchNetns(ctx, sf.Mgr, sf.Mgr.Log(), 50*time.Millisecond))
 	testenv.Eventually(t, 10*time.Second, "d-gone released while a-stuck is stuck", func() bool {
 		_, err := sf.Mgr.Store().Get("d-gone")
 		return err != nil

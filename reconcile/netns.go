@@ -25,7 +25,7 @@ const DefaultSweep = 30 * time.Second
 // containerd restart that is the only sign nri-cni gets for the pods that
 // existed before it (containerd sends them no NRI Stop/Remove).
 type netnsWatcher struct {
-	m   *attach.Manager
+	m   Releaser
 	w   *fsnotify.Watcher
 	log *logrus.Entry
 
@@ -33,16 +33,16 @@ type netnsWatcher struct {
 	dirs map[string]bool
 }
 
-// WatchNetns starts the watcher (and the teardown retries); it runs until
-// ctx ends. Call it before events are served.
-func WatchNetns(ctx context.Context, m *attach.Manager, sweep time.Duration) error {
+// WatchNetns starts the watcher (and the teardown retries), logging to
+// log; it runs until ctx ends. Call it before events are served.
+func WatchNetns(ctx context.Context, m Releaser, log *logrus.Entry, sweep time.Duration) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("netns watcher: %w", err)
 	}
-	nw := &netnsWatcher{m: m, w: w, log: m.Log().WithField("component", "netns-watcher"), dirs: map[string]bool{}}
+	nw := &netnsWatcher{m: m, w: w, log: log.WithField("component", "netns-watcher"), dirs: map[string]bool{}}
 	m.OnNetns(func(path string) { nw.watch(filepath.Dir(path)) })
-	recs, _ := m.Store().List()
+	recs, _ := m.Records()
 	for _, r := range recs {
 		nw.watch(filepath.Dir(r.Netns))
 	}
@@ -97,7 +97,7 @@ func (nw *netnsWatcher) run(ctx context.Context, sweep time.Duration) {
 
 // release detaches (and forgets) every selected record whose netns is gone.
 func (nw *netnsWatcher) release(ctx context.Context, sel func(*state.Record) bool) {
-	recs, _ := nw.m.Store().List()
+	recs, _ := nw.m.Records()
 	for _, r := range recs {
 		nw.watch(filepath.Dir(r.Netns))
 		if !sel(r) || nw.m.NetnsUsable(r) != "" {

@@ -94,6 +94,9 @@ func (r *Resyncer) Sync(ctx context.Context, live []attach.Sandbox, opts SyncOpt
 		}
 		return m.NetnsUsable(rec) != ""
 	})}
+	for _, err := range res.Strays {
+		m.Log().WithError(err).Warn("resync: skipping a record file that names no sandbox")
+	}
 	if opts.AttachMissing {
 		r.attachMissing(ctx, live, opts, &res)
 	}

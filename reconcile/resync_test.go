@@ -176,7 +176,7 @@ func TestNetnsWatcherReleasesAPodWhoseNetnsVanishes(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchNetns(ctx, f.Mgr, time.Hour)) // events only: no sweep in this test
+	require.NoError(t, WatchNetns(ctx, f.Mgr, f.Mgr.Log(), time.Hour)) // events only: no sweep in this test
 	dir := t.TempDir()
 	pinned := filepath.Join(dir, "cni-1234")
 	require.NoError(t, os.WriteFile(pinned, nil, 0o600))
@@ -200,7 +200,7 @@ func TestNetnsSweepCatchesWhatEventsMiss(t *testing.T) {
 	defer cancel()
 	_, err := f.Mgr.Attach(ctx, attachtest.Pod("c1", 5)) // hook-mode style /proc path: not watchable
 	require.NoError(t, err)
-	require.NoError(t, WatchNetns(ctx, f.Mgr, 50*time.Millisecond))
+	require.NoError(t, WatchNetns(ctx, f.Mgr, f.Mgr.Log(), 50*time.Millisecond))
 	f.Netns.Kill("/fake/netns/5")
 	testenv.Eventually(t, 10*time.Second, "the sweep to release it", func() bool {
 		_, err := f.Mgr.Store().Get("c1")

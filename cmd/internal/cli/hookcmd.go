@@ -60,6 +60,9 @@ func gcCmd(ctx context.Context, a *app, args []string) int {
 	defer closeLog()
 	defer unlock()
 	res := reconcile.GC(ctx, mgr, nil)
+	for _, err := range res.Strays {
+		log.WithError(err).Warn("gc: skipping a record file that names no sandbox")
+	}
 	fmt.Fprintf(a.stdout, "gc: %d kept, %d stale torn down, %d stale cache entries removed\n", res.Kept, res.TornDown, res.StaleCached)
 	if err := res.Err(); err != nil {
 		log.WithError(err).Error("gc incomplete")

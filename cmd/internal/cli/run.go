@@ -308,7 +308,7 @@ func attachedNetworks(mgr *attach.Manager) float64 {
 // startWatchers runs the daemon's background work: releasing sandboxes whose
 // netns disappears, and reloading the CNI configs when confDir changes.
 func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) error {
-	if err := reconcile.WatchNetns(ctx, mgr, reconcile.DefaultSweep); err != nil {
+	if err := reconcile.WatchNetns(ctx, mgr, log, reconcile.DefaultSweep); err != nil {
 		return err
 	}
 	cfg := mgr.Config()
@@ -327,7 +327,7 @@ func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) 
 		go reconcile.RunReadiness(ctx, mgr, d, kick)
 	}
 	if d := cfg.CheckInterval.D(); d > 0 {
-		go reconcile.RunChecks(ctx, mgr, d)
+		go reconcile.RunChecks(ctx, mgr, log, d)
 	}
 	return nil
 }
