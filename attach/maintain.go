@@ -22,6 +22,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -369,4 +371,56 @@ func (m *Manager) ReportStartedWithout(s StartedWithout) {
 	if obs, ok := m.cni.obs.(StartedObserver); ok && m.cni.obs != nil {
 		obs.StartedWithoutNetworks(len(s.Containers))
 	}
+}
+
+// ReadinessObserver, when the engine's Observer implements it, learns each
+// network's readiness (metrics).
+type ReadinessObserver interface {
+	NetworkReady(network string, ready bool)
+}
+
+// NetworkReadiness is one network's last CNI STATUS answer.
+type NetworkReadiness struct {
+	Network string
+	Ready   bool
+	Reason  string // the plugin's message when not ready
+}
+
+// CheckNetworks asks every loaded network for CNI STATUS now (each within
+// cniTimeout), records the answers for planning (a network not ready fails
+// the pods that need it at once) and for the observer, and returns them
+// sorted by network, with the networks whose readiness changed: those not
+// ready now with their error, those ready again with nil.
+func (m *Manager) CheckNetworks(ctx context.Context) ([]NetworkReadiness, map[string]error) {
+	nets := m.cni.engine.Networks()
+	notReady := map[string]error{}
+	out := make([]NetworkReadiness, 0, len(nets))
+	ro, _ := m.cni.obs.(ReadinessObserver)
+	for _, n := range nets {
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.CNITimeout.D())
+		err := m.cni.engine.Status(cctx, n)
+		cancel()
+		r := NetworkReadiness{Network: n.Name, Ready: err == nil}
+		if err != nil {
+			notReady[n.Name], r.Reason = err, err.Error()
+		}
+		out = append(out, r)
+		if ro != nil {
+			ro.NetworkReady(n.Name, err == nil)
+		}
+	}
+	before := m.ready.Set(notReady)
+	changed := map[string]error{}
+	for name, err := range notReady {
+		if before[name] == nil {
+			changed[name] = err
+		}
+	}
+	for name := range before {
+		if notReady[name] == nil {
+			changed[name] = nil
+		}
+	}
+	slices.SortFunc(out, func(a, b NetworkReadiness) int { return strings.Compare(a.Network, b.Network) })
+	return out, changed
 }

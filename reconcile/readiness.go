@@ -10,62 +10,42 @@ package reconcile
 
 import (
 	"context"
-	"sort"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/attach"
 )
 
-// ReadinessObserver, when the engine's Observer implements it, learns each
-// network's readiness (metrics).
-type ReadinessObserver interface {
-	NetworkReady(network string, ready bool)
-}
+// ReadinessObserver and NetworkReadiness are the engine's (attach).
+type (
+	ReadinessObserver = attach.ReadinessObserver
+	NetworkReadiness  = attach.NetworkReadiness
+)
 
-// NetworkReadiness is one network's last STATUS answer.
-type NetworkReadiness struct {
-	Network string
-	Ready   bool
-	Reason  string // the plugin's message when not ready
+// StatusChecker asks the engine's networks for CNI STATUS and records the
+// answers for planning (attach.Manager.CheckNetworks).
+type StatusChecker interface {
+	CheckNetworks(ctx context.Context) ([]attach.NetworkReadiness, map[string]error)
 }
 
 // CheckReadiness asks every loaded network for STATUS now, records the
-// answers for planning and returns them, sorted by network.
-func CheckReadiness(ctx context.Context, m *attach.Manager) []NetworkReadiness {
-	nets := m.Engine().Networks()
-	notReady := map[string]error{}
-	out := make([]NetworkReadiness, 0, len(nets))
-	ro, _ := m.Observer().(ReadinessObserver)
-	for _, n := range nets {
-		cctx, cancel := context.WithTimeout(ctx, m.Config().CNITimeout.D())
-		err := m.Engine().Status(cctx, n)
-		cancel()
-		r := NetworkReadiness{Network: n.Name, Ready: err == nil}
+// answers for planning and returns them, sorted by network; each change of
+// a network's readiness is logged.
+func CheckReadiness(ctx context.Context, m StatusChecker, log *logrus.Entry) []NetworkReadiness {
+	out, changed := m.CheckNetworks(ctx)
+	for name, err := range changed {
 		if err != nil {
-			notReady[n.Name], r.Reason = err, err.Error()
-		}
-		out = append(out, r)
-		if ro != nil {
-			ro.NetworkReady(n.Name, err == nil)
+			log.WithField("network", name).WithError(err).Warn("network not ready (CNI STATUS): pods that need it fail until it is")
+		} else {
+			log.WithField("network", name).Info("network ready again (CNI STATUS)")
 		}
 	}
-	before := m.Readiness().Set(notReady)
-	for name, err := range notReady {
-		if before[name] == nil {
-			m.Log().WithField("network", name).WithError(err).Warn("network not ready (CNI STATUS): pods that need it fail until it is")
-		}
-	}
-	for name := range before {
-		if notReady[name] == nil {
-			m.Log().WithField("network", name).Info("network ready again (CNI STATUS)")
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Network < out[j].Network })
 	return out
 }
 
 // RunReadiness checks readiness now, every interval and whenever kick
 // receives, until ctx ends.
-func RunReadiness(ctx context.Context, m *attach.Manager, interval time.Duration, kick <-chan struct{}) {
-	every(ctx, interval, kick, true, func() { CheckReadiness(ctx, m) })
+func RunReadiness(ctx context.Context, m StatusChecker, log *logrus.Entry, interval time.Duration, kick <-chan struct{}) {
+	every(ctx, interval, kick, true, func() { CheckReadiness(ctx, m, log) })
 }

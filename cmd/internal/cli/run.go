@@ -324,7 +324,7 @@ func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) 
 		log.WithError(err).Warn("not watching the CNI config dir; changes need a restart")
 	}
 	if d := cfg.StatusInterval.D(); d > 0 {
-		go reconcile.RunReadiness(ctx, mgr, d, kick)
+		go reconcile.RunReadiness(ctx, mgr, log, d, kick)
 	}
 	if d := cfg.CheckInterval.D(); d > 0 {
 		go reconcile.RunChecks(ctx, mgr, log, d)
