@@ -93,6 +93,13 @@ func (m *Manager) needsAttach(ctx context.Context, sb Sandbox, pidless bool) (bo
 	return true, nil
 }
 
+// ResolveRunning resolves the network namespace of the live process pid,
+// cross-checked with the pinned path (the engine's resolver): what the
+// resync needs to stop a container started without its networks.
+func (m *Manager) ResolveRunning(pid uint32, pinned string) (netns.Netns, error) {
+	return m.ns.ResolveRunning(pid, pinned)
+}
+
 // Running decides whether a sandbox the runtime lists is one it is really
 // running, the only kind a resync or CreateContainer may attach (nil = it
 // is):

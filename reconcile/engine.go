@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -30,6 +31,21 @@ type Collector interface {
 	Collect(ctx context.Context, id string, live attach.LiveFunc) (attach.Outcome, error)
 	CollectCached(ctx context.Context) (deleted, busy int, errs []error)
 	PluginGC(ctx context.Context) (skipped bool, errs []error)
+}
+
+// SyncEngine is what the resync needs of the engine: the records and their
+// teardown (Collector), the current nri.conf (reloads change it), the
+// runtime's list, attaching a listed pod, and stopping a container started
+// without its networks.
+type SyncEngine interface {
+	Collector
+	PidResolver
+	Config() config.Config
+	SetLive(list []attach.Sandbox)
+	ReportLive(live []attach.Sandbox)
+	Running(sb attach.Sandbox, pidless bool) error
+	AttachIfAbsent(ctx context.Context, sb attach.Sandbox) (*state.Record, error)
+	ReportStartedWithout(s attach.StartedWithout)
 }
 
 // Releaser releases sandboxes whose network namespace is gone, and retries

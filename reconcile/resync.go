@@ -50,15 +50,16 @@ type SyncOptions struct {
 // Resyncer reconciles nri-cni's records with the runtime's list of
 // sandboxes (NRI Synchronize, sent on every (re)connect).
 type Resyncer struct {
-	mgr   *attach.Manager
+	mgr   SyncEngine
+	log   *logrus.Entry
 	stops restarts // containers being stopped (started.go)
 
 	mu    sync.Mutex // guards after
 	after []func()
 }
 
-// NewResyncer returns a Resyncer for mgr.
-func NewResyncer(mgr *attach.Manager) *Resyncer { return &Resyncer{mgr: mgr} }
+// NewResyncer returns a Resyncer of the engine mgr, logging to log.
+func NewResyncer(mgr SyncEngine, log *logrus.Entry) *Resyncer { return &Resyncer{mgr: mgr, log: log} }
 
 // AfterSync registers f to run after every resync: hot-plug's pod watcher
 // hands every pod over again, now that the engine knows the runtime's
@@ -95,7 +96,7 @@ func (r *Resyncer) Sync(ctx context.Context, live []attach.Sandbox, opts SyncOpt
 		return m.NetnsUsable(rec) != ""
 	})}
 	for _, err := range res.Strays {
-		m.Log().WithError(err).Warn("resync: skipping a record file that names no sandbox")
+		r.log.WithError(err).Warn("resync: skipping a record file that names no sandbox")
 	}
 	if opts.AttachMissing {
 		r.attachMissing(ctx, live, opts, &res)
@@ -125,7 +126,7 @@ func (r *Resyncer) attachMissing(ctx context.Context, live []attach.Sandbox, opt
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, resyncAttachers)
 	for _, sb := range live {
-		log := m.Log().WithFields(logrus.Fields{"sandbox": sb.ID, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
+		log := r.log.WithFields(logrus.Fields{"sandbox": sb.ID, "pod": sb.Pod.Name, "namespace": sb.Pod.Namespace})
 		if err := m.Running(sb, opts.PidlessPods); err != nil {
 			mu.Lock()
 			res.NotRunning++

@@ -49,10 +49,10 @@ func (r *Resyncer) startedWithout(ctx context.Context, sb attach.Sandbox, ctrs [
 		r.stops.wg.Add(1)
 		go func() {
 			defer r.stops.wg.Done()
-			log := m.Log().WithField("pod", sb.Pod.Name).WithField("namespace", sb.Pod.Namespace).
+			log := r.log.WithField("pod", sb.Pod.Name).WithField("namespace", sb.Pod.Namespace).
 				WithField("container", c.Name).WithField("pid", c.Pid)
 			start := time.Now()
-			killed, err := StopContainer(ctx, m.Netns(), sb.Pinned, c.Pid, fc.RestartGrace.D())
+			killed, err := StopContainer(ctx, m, sb.Pinned, c.Pid, fc.RestartGrace.D())
 			log = log.WithField("duration", time.Since(start).Round(time.Millisecond))
 			switch {
 			case err != nil:

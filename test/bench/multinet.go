@@ -108,7 +108,7 @@ func newMultiNet(ctx context.Context, e *env, kind string, k int, parallel bool)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
+		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, logrus.NewEntry(quiet))}, nil, logrus.NewEntry(quiet)), c.rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
 	}()
 	c.stop = func() { cancel(); <-done }
 	return c, c.rs.waitPlugin()

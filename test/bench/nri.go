@@ -86,7 +86,7 @@ func benchNRI(ctx context.Context, e *env, rep *report, n int) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: c.mgr, Resync: reconcile.NewResyncer(c.mgr)}, nil, logrus.NewEntry(quiet)), rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
+		_ = nri.RunExternal(pctx, nri.New(&nri.Engine{Manager: c.mgr, Resync: reconcile.NewResyncer(c.mgr, logrus.NewEntry(quiet))}, nil, logrus.NewEntry(quiet)), rs.sock, "nri-cni", "10", logrus.NewEntry(quiet))
 	}()
 	defer func() { cancel(); <-done }()
 	if err := rs.waitPlugin(); err != nil {

@@ -123,7 +123,7 @@ func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Co
 	}
 	mgr := attach.New(cfg, attach.Deps{Engine: engine, Netns: n.netns, Store: store, NADs: a.Mode.Source,
 		Sink: a.Mode.Status, Claims: claims, Log: log, Routes: func(string, string, []net.IP) error { return nil }})
-	resync := reconcile.NewResyncer(mgr)
+	resync := reconcile.NewResyncer(mgr, log)
 	a.Plugin = nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	a.Mode.Status.OnWritten(mgr.StatusWritten)
 

@@ -66,7 +66,7 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 	if err != nil {
 		return a.fail("%v", err)
 	}
-	resync := reconcile.NewResyncer(mgr)
+	resync := reconcile.NewResyncer(mgr, log)
 	plugin := nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	plugin.Name, plugin.Idx = *name, *idx
 	if err := serveHook(ctx, plugin, cfg, log); err != nil {
@@ -193,7 +193,7 @@ func prelaunched(ctx context.Context, a *app) int {
 			return nil, err
 		}
 		// The watchers live as long as the process, not the request.
-		return &nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr)}, startWatchers(runCtx, mgr, log)
+		return &nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, log)}, startWatchers(runCtx, mgr, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
 	plugin = nri.New(nil, configure, log)
