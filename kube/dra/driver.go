@@ -28,7 +28,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -51,13 +50,30 @@ type ClaimSink interface {
 	ClaimReleased(namespace, name, uid string)
 }
 
+// ClaimChecker judges a claim's device against nri.conf and the node's
+// networks before it is recorded (plan.Planner).
+type ClaimChecker interface {
+	CheckClaim(d state.ClaimDevice) error
+}
+
+// ClaimStore keeps the prepared-claim records, which planning reads at
+// RunPodSandbox (state.Claims).
+type ClaimStore interface {
+	Put(pc *state.PreparedClaim) error
+	Delete(uid string) error
+	// Reconcile and Stale hold the records against the claims the
+	// kubelet's checkpoint says are prepared (records.go).
+	Reconcile(held []state.HeldClaim) []state.MissingClaim
+	Stale(held []state.HeldClaim) []state.PreparedClaim
+}
+
 // Options wire a Driver.
 type Options struct {
 	NodeName string
 	Client   kubernetes.Interface
 	Config   *config.DRAConfig
-	Claims   *state.Claims
-	Planner  *plan.Planner
+	Claims   ClaimStore
+	Planner  ClaimChecker
 	Sink     ClaimSink
 	// Candidates returns the networks the node might publish (Catalogue).
 	Candidates func() []Candidate
