@@ -32,7 +32,7 @@ var allowedImports = map[string][]string{
 	"hook/oci":          {"attach", "cni", "config"},
 	"attach":            {"plan", "cni", "netns", "state", "config", "deviceinfo"},
 	"plan":              {"cni", "config", "state", "nadpolicy"},
-	"reconcile":         {"attach", "cni", "netns", "state"},
+	"reconcile":         {"attach", "cni", "config", "netns", "state"},
 	"kube":              {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "kube/dra", "kube/dradevice", "kube/podresources"},
 	"kube/dra":          {"plan", "cni", "config", "state"},
 	"kube/dradevice":    {"deviceinfo"},
