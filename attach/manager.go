@@ -200,12 +200,25 @@ func (m *Manager) Records() ([]*state.Record, []error) { return m.store.List() }
 // Engine returns the CNI engine.
 func (m *Manager) Engine() *cni.Engine { return m.cni.engine }
 
-// Planner returns the planner the Manager plans with.
-func (m *Manager) Planner() *plan.Planner { return m.planner }
+// Networks are the config dir's networks as loaded now.
+func (m *Manager) Networks() []*cni.Network { return m.cni.engine.Networks() }
 
-// Readiness is each network's last CNI STATUS answer, which planning reads
-// (the STATUS reconciler writes it).
-func (m *Manager) Readiness() *plan.Readiness { return m.ready }
+// FindPlugin finds a plugin's binary as ADD will (inside pluginRoot).
+func (m *Manager) FindPlugin(typ string) (string, error) { return m.cni.engine.FindPlugin(typ) }
+
+// NetworkStatus runs CNI STATUS of n (a NAD's network; those of the config
+// dir have the readiness reconciler's answer, NotReady).
+func (m *Manager) NetworkStatus(ctx context.Context, n *cni.Network) error {
+	return m.cni.engine.Status(ctx, n)
+}
+
+// NotReady is the last CNI STATUS answer for the config dir's network
+// (nil: ready, or not asked yet).
+func (m *Manager) NotReady(network string) error { return m.ready.NotReady(network) }
+
+// CheckClaim says whether a prepared claim's device still plans (its
+// network exists and is allowed): what the DRA driver checks at prepare.
+func (m *Manager) CheckClaim(d state.ClaimDevice) error { return m.planner.CheckClaim(d) }
 
 // Netns returns the namespace resolver.
 func (m *Manager) Netns() NetnsResolver { return m.ns }
@@ -215,9 +228,6 @@ func (m *Manager) Log() *logrus.Entry { return m.log }
 
 // SetObserver installs o (metrics); call it before events are served.
 func (m *Manager) SetObserver(o Observer) { m.cni.obs = o }
-
-// Observer returns the installed observer, or nil.
-func (m *Manager) Observer() Observer { return m.cni.obs }
 
 // OnNetns registers f to learn every netns path recorded from now on (the
 // netns watcher); call it before events are served.

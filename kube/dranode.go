@@ -8,23 +8,36 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 
-	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/kube/dra"
 	"github.com/nri-cni/nri-cni/state"
 )
 
+// DRAEngine is what a node's DRA driver needs of nri-cni's engine
+// (attach.Manager): the config dir's networks and their plugins, their
+// readiness, CNI STATUS of a NAD's network, and whether a claim's device
+// still plans.
+type DRAEngine interface {
+	dra.ClaimChecker
+	Networks() []*cni.Network
+	FindPlugin(typ string) (string, error)
+	NetworkStatus(ctx context.Context, n *cni.Network) error
+	NotReady(network string) error
+}
+
 // DRANode is what the DRA driver of one node is wired to: nri-cni's
-// engine (its networks, readiness, planner and CNI STATUS), Kubernetes
-// mode's NAD cache and status writer, and the prepared-claim records.
+// engine, Kubernetes mode's NAD cache and status writer, the
+// prepared-claim records and the metrics.
 type DRANode struct {
 	Config  config.Config
 	Clients *Clients
 	Mode    *Mode
 	Claims  *state.Claims
-	Manager *attach.Manager
-	Log     *logrus.Entry
+	Engine  DRAEngine
+	// Observer, if set, hears the driver's publishing (metrics.Metrics).
+	Observer DRAObserver
+	Log      *logrus.Entry
 	// Serving says whether nri-cni serves the node's runtime now (nil:
 	// always): claims are prepared only while it does (dra.Options.Serving).
 	Serving func() error
@@ -44,15 +57,15 @@ type DRANode struct {
 // NADs the policy allows, each checked here (plugin binaries, host
 // interface, CNI STATUS) before it is published.
 func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
-	cfg, mgr, mode := n.Config, n.Manager, n.Mode
+	cfg, eng, mode := n.Config, n.Engine, n.Mode
 	d := cfg.Kubernetes.DRA
-	status := &dra.StatusCache{Status: mgr.Engine().Status, TTL: cfg.StatusInterval.D()}
+	status := &dra.StatusCache{Status: eng.NetworkStatus, TTL: cfg.StatusInterval.D()}
 	checker := dra.Checker{
 		FindPlugin: n.FindPlugin,
 		LinkExists: n.LinkExists,
 		NotReady: func(c dra.Candidate) error {
 			if c.Local {
-				return mgr.Readiness().NotReady(c.Net.Name) // the readiness reconciler's answer
+				return eng.NotReady(c.Net.Name) // the readiness reconciler's answer
 			}
 			sctx, cancel := context.WithTimeout(ctx, cfg.CNITimeout.D())
 			defer cancel()
@@ -61,7 +74,7 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 	}
 	if checker.FindPlugin == nil {
 		checker.FindPlugin = func(typ string) error {
-			_, err := mgr.Engine().FindPlugin(typ) // under nri.conf's pluginRoot
+			_, err := eng.FindPlugin(typ) // under nri.conf's pluginRoot
 			return err
 		}
 	}
@@ -71,13 +84,12 @@ func StartDRA(ctx context.Context, n DRANode) (*dra.Driver, error) {
 			return err
 		}
 	}
-	observer, _ := mgr.Observer().(DRAObserver) // metrics.Metrics, when served
 	o := dra.Options{NodeName: n.Clients.NodeName, Client: n.Clients.Core, Config: d, Claims: n.Claims,
-		Planner: mgr.Planner(), Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: n.Log,
+		Planner: eng, Sink: mode.Status, Checker: checker, Limits: cfg.Limits, Log: n.Log,
 		PublishOnly: n.PublishOnly, Serving: n.Serving, Publishing: n.Publishing,
-		Reporter: newDRAReport(n.Clients.NodeName, observer, mode.Status.eventRecorder(), mode.Source.nadRef),
+		Reporter: newDRAReport(n.Clients.NodeName, n.Observer, mode.Status.eventRecorder(), mode.Source.nadRef),
 		Candidates: func() []dra.Candidate {
-			return draCandidates(mgr.Engine().Networks(), mode.Source, d, cfg.Kubernetes.SharedNamespaces)
+			return draCandidates(eng.Networks(), mode.Source, d, cfg.Kubernetes.SharedNamespaces)
 		}}
 	if d.PublishNADs() {
 		// The first publish waits for the NAD cache (bounded: without the

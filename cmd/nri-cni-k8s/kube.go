@@ -7,7 +7,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/cmd/internal/cli"
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
@@ -17,7 +16,6 @@ import (
 	"github.com/nri-cni/nri-cni/kube/dradevice"
 	"github.com/nri-cni/nri-cni/kube/podresources"
 	"github.com/nri-cni/nri-cni/nadpolicy"
-	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -95,7 +93,8 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		dra.CheckRecordsAtStart(claims, dra.CheckpointPath(k.DRA.KubeletRoot()), log.WithField("component", "dra"))
 		km.Claims = claims
 	}
-	km.Start = func(mgr *attach.Manager, resync *reconcile.Resyncer, serving func() error) error {
+	km.Start = func(st cli.Started) error {
+		mgr, resync := st.Manager, st.Resync
 		// Each status written is recorded: a restart writes only those
 		// it did not confirm (the fleet's restart storm, docs/scale.md).
 		mode.Status.OnWritten(mgr.StatusWritten)
@@ -108,8 +107,12 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		if !k.DRAOn() {
 			return nil
 		}
-		drv, err := kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: mode, Claims: claims, Manager: mgr, Serving: serving,
-			Log: log.WithField("component", "dra")})
+		node := kube.DRANode{Config: cfg, Clients: clients, Mode: mode, Claims: claims, Engine: mgr, Serving: st.Serving,
+			Log: log.WithField("component", "dra")}
+		if st.Metrics != nil {
+			node.Observer = st.Metrics
+		}
+		drv, err := kube.StartDRA(ctx, node)
 		if err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func StartAgent(ctx context.Context, n *Node, admin *rest.Config, base config.Co
 	// the no-op chain has every plugin, the simulated node no interface.
 	if cfg.Kubernetes.DRAOn() {
 		a.Driver, err = kube.StartDRA(ctx, kube.DRANode{Config: cfg, Clients: clients, Mode: a.Mode, Claims: claims,
-			Manager: mgr, Log: log.WithField("component", "dra"), PublishOnly: true, Publishing: limits,
+			Engine: mgr, Log: log.WithField("component", "dra"), PublishOnly: true, Publishing: limits,
 			FindPlugin: func(string) error { return nil },
 			LinkExists: func(name string) error { return fmt.Errorf("link %s: %w", name, os.ErrNotExist) }})
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/reconcile"
@@ -66,13 +67,21 @@ type KubeMode struct {
 	Devices    attach.DeviceSource
 	DeviceInfo attach.DeviceInfoFiles
 	// Start, if set, starts what needs the engine (hot-plug's pod
-	// watcher, the DRA driver) once it is built; serving says whether the
-	// plugin serves the runtime now (the DRA driver prepares claims only
-	// then).
-	Start func(mgr *attach.Manager, resync *reconcile.Resyncer, serving func() error) error
+	// watcher, the DRA driver) once it is built.
+	Start func(Started) error
 	// Ready, if set, says whether Kubernetes mode is ready to serve pods
 	// (its NAD cache synced): part of the readiness probe's answer.
 	Ready func() error
+}
+
+// Started is what KubeMode.Start is handed: the engine, its resync, whether
+// the plugin serves the runtime now (the DRA driver prepares claims only
+// then) and the metrics (nil when not served).
+type Started struct {
+	Manager *attach.Manager
+	Resync  *reconcile.Resyncer
+	Serving func() error
+	Metrics *metrics.Metrics
 }
 
 // Main runs the command line with the process's I/O and environment until

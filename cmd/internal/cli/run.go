@@ -83,12 +83,12 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 	}
 	watchNode(plugin, m, log)
 	if kube != nil && kube.Start != nil {
-		if err := kube.Start(mgr, resync, func() error {
+		if err := kube.Start(Started{Manager: mgr, Resync: resync, Metrics: m, Serving: func() error {
 			if ok, why := plugin.Serving(); !ok {
 				return errors.New(why)
 			}
 			return nil
-		}); err != nil {
+		}}); err != nil {
 			return a.fail("kubernetes: %v", err)
 		}
 	}
