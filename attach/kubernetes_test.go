@@ -240,7 +240,7 @@ func TestResyncReportsStatusOfAttachedPods(t *testing.T) {
 	other := attachtest.NPWGPod("sb2", "")
 	other.Annotations = nil
 
-	reconcile.NewResyncer(kf.Mgr, kf.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{sb, other}, reconcile.SyncOptions{})
+	reconcile.NewResyncer(kf.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{sb, other}, reconcile.SyncOptions{})
 	status, _ := kf.Sink.Snapshot()
 	require.Len(t, status, 2, "once after the attach, once after the resync; nothing for a pod without networks")
 	assert.Equal(t, status[0], status[1])
@@ -274,7 +274,7 @@ func TestResyncSkipsStatusConfirmedWritten(t *testing.T) {
 	other.UID = "uid-someone-else"
 	kf.Mgr.StatusWritten(other)
 
-	reconcile.NewResyncer(kf.Mgr, kf.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{confirmed, unconfirmed, stale, claimed}, reconcile.SyncOptions{})
+	reconcile.NewResyncer(kf.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{confirmed, unconfirmed, stale, claimed}, reconcile.SyncOptions{})
 	status, _ := kf.Sink.Snapshot()
 	var again []string
 	for _, pn := range status[4:] {

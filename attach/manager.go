@@ -220,12 +220,6 @@ func (m *Manager) NotReady(network string) error { return m.ready.NotReady(netwo
 // network exists and is allowed): what the DRA driver checks at prepare.
 func (m *Manager) CheckClaim(d state.ClaimDevice) error { return m.planner.CheckClaim(d) }
 
-// Netns returns the namespace resolver.
-func (m *Manager) Netns() NetnsResolver { return m.ns }
-
-// Log returns the Manager's logger.
-func (m *Manager) Log() *logrus.Entry { return m.log }
-
 // SetObserver installs o (metrics); call it before events are served.
 func (m *Manager) SetObserver(o Observer) { m.cni.obs = o }
 

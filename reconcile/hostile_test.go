@@ -111,7 +111,7 @@ func TestNetnsSweepIsNotHeldByAStuckPod(t *testing.T) {
 	sf.Netns.Kill("/fake/netns/13")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchNetns(ctx, sf.Mgr, sf.Mgr.Log(), 50*time.Millisecond))
+	require.NoError(t, WatchNetns(ctx, sf.Mgr, attachtest.Log(), 50*time.Millisecond))
 	testenv.Eventually(t, 10*time.Second, "d-gone released while a-stuck is stuck", func() bool {
 		_, err := sf.Mgr.Store().Get("d-gone")
 		return err != nil
@@ -134,7 +134,7 @@ func TestUnreadableRecordFailsClosed(t *testing.T) {
 	require.NoError(t, os.WriteFile(recordFile, nil, 0o600))
 	before := len(kf.Cmds())
 
-	res := NewResyncer(kf.Mgr, kf.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true})
+	res := NewResyncer(kf.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true})
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.Repaired)
 	assert.Empty(t, attachtest.DELs(kf.Cmds()[before:]), "no DEL for a pod the runtime runs")
@@ -152,7 +152,7 @@ func TestUnreadableRecordFailsClosed(t *testing.T) {
 	// Damaged again, and the pod is gone: both networks are DELed.
 	require.NoError(t, os.WriteFile(recordFile, []byte("{\"id\":"), 0o600))
 	before = len(kf.Cmds())
-	res = NewResyncer(kf.Mgr, kf.Mgr.Log()).Sync(context.Background(), nil, SyncOptions{})
+	res = NewResyncer(kf.Mgr, attachtest.Log()).Sync(context.Background(), nil, SyncOptions{})
 	require.NoError(t, res.Err())
 	assert.ElementsMatch(t, []string{"DEL cni-blue net1", "DEL alpha data0"}, attachtest.DELs(kf.Cmds()[before:]))
 	_, err = os.Stat(recordFile)

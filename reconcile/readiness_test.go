@@ -66,7 +66,7 @@ func TestNotReadyNetworkFailsPodsAtOnce(t *testing.T) {
 	f.Mgr.SetObserver(obs)
 
 	require.NoError(t, os.WriteFile(down, nil, 0o600))
-	got := CheckReadiness(context.Background(), f.Mgr, f.Mgr.Log())
+	got := CheckReadiness(context.Background(), f.Mgr, attachtest.Log())
 	require.Len(t, got, 2)
 	assert.Equal(t, "alpha", got[0].Network)
 	assert.False(t, got[0].Ready)
@@ -83,7 +83,7 @@ func TestNotReadyNetworkFailsPodsAtOnce(t *testing.T) {
 	assert.ErrorIs(t, err, state.ErrNotFound, "nothing recorded")
 
 	require.NoError(t, os.Remove(down))
-	CheckReadiness(context.Background(), f.Mgr, f.Mgr.Log())
+	CheckReadiness(context.Background(), f.Mgr, attachtest.Log())
 	assert.Equal(t, map[string]bool{"alpha": true, "old": true}, obs.ready)
 	_, err = f.Mgr.Attach(context.Background(), attachtest.Pod("sb1", 42))
 	require.NoError(t, err)

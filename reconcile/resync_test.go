@@ -40,7 +40,7 @@ func TestSyncReconcilesWithTheRuntime(t *testing.T) {
 
 	live := []attach.Sandbox{pinnedPod("kept", "/pinned/kept"), pinnedPod("stopped", "/pinned/stopped"),
 		pinnedPod("torn", "/pinned/torn"), pinnedPod("new", "/pinned/new"), attachtest.Pod("hostnet", 0)}
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(ctx, live, SyncOptions{AttachMissing: true, PidlessPods: true})
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(ctx, live, SyncOptions{AttachMissing: true, PidlessPods: true})
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.Attached, "the missed pod")
 	assert.Equal(t, 2, res.Kept, "kept and torn (its netns lives; Remove will drop it)")
@@ -69,7 +69,7 @@ func TestSyncFinishesAnAttachCutShort(t *testing.T) {
 	require.NoError(t, f.Mgr.Store().Put(&state.Record{ID: "cut", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-cut",
 		Netns: "/pinned/cut", Phase: state.PhaseAdding, Created: now, Updated: now,
 		Networks: []state.Network{{Name: "alpha", IfName: "net1"}}}))
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("cut", "/pinned/cut")},
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("cut", "/pinned/cut")},
 		SyncOptions{AttachMissing: true, PidlessPods: true})
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.Attached)
@@ -111,7 +111,7 @@ func TestSyncAttachesOnlyRunningSandboxes(t *testing.T) {
 			f := attachtest.New(t, []string{"alpha"}, nil)
 			f.Netns.Resolve(0, tt.sb.Pinned) // its netns exists
 			f.Netns.DeadPids[tt.sb.Pid] = tt.dead
-			res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{tt.sb}, SyncOptions{AttachMissing: true, PidlessPods: tt.pidless})
+			res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{tt.sb}, SyncOptions{AttachMissing: true, PidlessPods: tt.pidless})
 			require.NoError(t, res.Err())
 			_, err := f.Mgr.Store().Get(tt.sb.ID)
 			if tt.attached {
@@ -134,7 +134,7 @@ func TestSyncSkipsHostNetworkSandboxes(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	f.Netns.ResolveErr = fmt.Errorf("/pinned/h %w", netns.ErrHostNetwork)
 	f.Netns.Live["/pinned/h"] = netns.ID{Dev: 4, Ino: 99}
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("h", "/pinned/h")}, SyncOptions{AttachMissing: true, PidlessPods: true})
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("h", "/pinned/h")}, SyncOptions{AttachMissing: true, PidlessPods: true})
 	require.NoError(t, res.Err())
 	assert.Zero(t, res.Attached)
 	assert.Zero(t, res.Failed)
@@ -153,7 +153,7 @@ func TestSyncKeepsPodsAttachedAfterTheList(t *testing.T) {
 	_, err = f.Mgr.Attach(ctx, pinnedPod("new", "/pinned/new")) // Run after the list was taken
 	require.NoError(t, err)
 
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(ctx, nil, SyncOptions{ListedAt: listedAt})
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(ctx, nil, SyncOptions{ListedAt: listedAt})
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.TornDown, "old: not listed, attached before the list")
 	assert.Equal(t, 1, res.Kept, "new: attached after the list")
@@ -165,7 +165,7 @@ func TestSyncKeepsPodsAttachedAfterTheList(t *testing.T) {
 func TestSyncWithoutAttachMissing(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	f.Netns.Resolve(0, "/pinned/new")
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("new", "/pinned/new")}, SyncOptions{PidlessPods: true})
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("new", "/pinned/new")}, SyncOptions{PidlessPods: true})
 	assert.Zero(t, res.Attached)
 	for _, c := range f.Calls() {
 		assert.NotEqual(t, "ADD", c.Cmd)
@@ -176,7 +176,7 @@ func TestNetnsWatcherReleasesAPodWhoseNetnsVanishes(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchNetns(ctx, f.Mgr, f.Mgr.Log(), time.Hour)) // events only: no sweep in this test
+	require.NoError(t, WatchNetns(ctx, f.Mgr, attachtest.Log(), time.Hour)) // events only: no sweep in this test
 	dir := t.TempDir()
 	pinned := filepath.Join(dir, "cni-1234")
 	require.NoError(t, os.WriteFile(pinned, nil, 0o600))
@@ -200,7 +200,7 @@ func TestNetnsSweepCatchesWhatEventsMiss(t *testing.T) {
 	defer cancel()
 	_, err := f.Mgr.Attach(ctx, attachtest.Pod("c1", 5)) // hook-mode style /proc path: not watchable
 	require.NoError(t, err)
-	require.NoError(t, WatchNetns(ctx, f.Mgr, f.Mgr.Log(), 50*time.Millisecond))
+	require.NoError(t, WatchNetns(ctx, f.Mgr, attachtest.Log(), 50*time.Millisecond))
 	f.Netns.Kill("/fake/netns/5")
 	testenv.Eventually(t, 10*time.Second, "the sweep to release it", func() bool {
 		_, err := f.Mgr.Store().Get("c1")

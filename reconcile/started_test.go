@@ -51,7 +51,7 @@ func TestSyncReportsContainersStartedWithoutNetworks(t *testing.T) {
 		"known": {{ID: "c3", Name: "app", Pid: 103}},
 		"plain": {{ID: "c4", Name: "app", Pid: 104}},
 	}
-	r := NewResyncer(f.Mgr, f.Mgr.Log())
+	r := NewResyncer(f.Mgr, attachtest.Log())
 	res := r.Sync(ctx, []attach.Sandbox{known, late, refused, plain},
 		SyncOptions{AttachMissing: true, PidlessPods: true, Running: running})
 	require.NoError(t, res.Err())
@@ -72,7 +72,7 @@ func TestSyncReportsStartedPodWhoseAttachFails(t *testing.T) {
 	})
 	f.Netns.Resolve(0, "/pinned/bad")
 	bad := pinnedWith("bad", "nosuchnet")
-	res := NewResyncer(f.Mgr, f.Mgr.Log()).Sync(context.Background(), []attach.Sandbox{bad},
+	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{bad},
 		SyncOptions{AttachMissing: true, PidlessPods: true, Running: map[string][]Container{"bad": {{Name: "app", Pid: 1}}}})
 	assert.Equal(t, 1, res.Failed)
 	got := f.Sink.Started()
@@ -97,7 +97,7 @@ func TestSyncRestartsContainersStartedWithoutNetworks(t *testing.T) {
 	go func() { exited <- app.Wait() }()
 	t.Cleanup(func() { _ = app.Process.Kill() })
 
-	r := NewResyncer(f.Mgr, f.Mgr.Log())
+	r := NewResyncer(f.Mgr, attachtest.Log())
 	res := r.Sync(context.Background(), []attach.Sandbox{pinnedWith("late", "alpha")}, SyncOptions{AttachMissing: true,
 		PidlessPods: true, Running: map[string][]Container{"late": {{Name: "app", Pid: uint32(app.Process.Pid)}}}})
 	require.NoError(t, res.Err())

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-cni/nri-cni/attach"
@@ -226,6 +228,13 @@ func (d *Devices) ClaimDevices(_ context.Context, pod attach.DevicePod, r cni.Cl
 		out = append(out, dev)
 	}
 	return out, nil
+}
+
+// Log is a logger that discards (what a Manager without Deps.Log uses).
+func Log() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
 }
 
 // RecorderNet is a network config of the recording plugin.

@@ -13,5 +13,5 @@ func TestMain(m *testing.M) { os.Exit(attachtest.Main(m)) }
 
 // testEngine is mgr with a resync of its own.
 func testEngine(mgr *attach.Manager) *Engine {
-	return &Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, mgr.Log())}
+	return &Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, attachtest.Log())}
 }

@@ -241,7 +241,7 @@ func (e *env) startPlugin() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = nri.RunExternal(ctx, nri.New(&nri.Engine{Manager: e.mgr, Resync: reconcile.NewResyncer(e.mgr, e.mgr.Log())}, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
+		_ = nri.RunExternal(ctx, nri.New(&nri.Engine{Manager: e.mgr, Resync: reconcile.NewResyncer(e.mgr, log)}, nil, log), filepath.Join(e.root, "nri.sock"), "nri-cni", "10", log)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	e.waitSync()
