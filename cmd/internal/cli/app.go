@@ -18,8 +18,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/attach"
-	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/config"
+	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/reconcile"
 )
