@@ -39,7 +39,7 @@ func TestAttachAddsNetworksInOrderWithKubeletArgs(t *testing.T) {
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	assert.Equal(t, []string{"10.99.0.5/24"}, rec.Networks[0].IPs)
 
-	stored, err := f.Mgr.Store().Get("sb1")
+	stored, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, rec.Networks, stored.Networks)
 	assert.Equal(t, "/fake/netns/42", stored.Netns)
@@ -96,7 +96,7 @@ func TestFailedAddRollsBackEverything(t *testing.T) {
 	assert.Contains(t, err.Error(), "no more addresses")
 	// The failed ADD gets its DEL too, in reverse order.
 	assert.Equal(t, []string{"ADD alpha net1", "ADD beta net2", "DEL beta net2", "DEL alpha net1"}, f.Cmds())
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 	assert.Equal(t, 0, f.Cached("sb1"))
 }
@@ -107,7 +107,7 @@ func TestFailedRollbackKeepsRecordForRetry(t *testing.T) {
 	})
 	_, err := f.Mgr.Attach(context.Background(), attachtest.Pod("sb1", 42))
 	require.Error(t, err)
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err, "the record stays so a later Stop/Remove retries the DEL")
 	assert.Equal(t, state.PhaseAdding, rec.Phase)
 }
@@ -127,7 +127,7 @@ func TestHangingPluginEndsBeforeTheRuntimeDeadline(t *testing.T) {
 	assert.Less(t, time.Since(start), 20*time.Second, "the plugin sleeps 30 s: cut off at the deadline")
 	// Rollback (DEL) runs on a fresh context even though the call timed out.
 	testenv.Eventually(t, 10*time.Second, "the rollback to finish", func() bool {
-		_, err := f.Mgr.Store().Get("sb1")
+		_, err := f.Store.Get("sb1")
 		return errors.Is(err, state.ErrNotFound)
 	})
 	assert.Contains(t, f.Cmds(), "DEL alpha net1")
@@ -140,7 +140,7 @@ func TestResolveFailureTouchesNothing(t *testing.T) {
 	require.ErrorIs(t, err, netns.ErrHostNetns)
 	assert.Contains(t, err.Error(), "ns1/pod-sb1")
 	assert.Empty(t, f.Calls())
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -180,7 +180,7 @@ func TestStopDeletesInNetnsThenRemoveDropsRecord(t *testing.T) {
 	require.Len(t, calls, 2)
 	assert.Equal(t, "DEL beta net2", calls[0].Cmd+" "+calls[0].Network+" "+calls[0].IfName)
 	assert.Equal(t, "/fake/netns/42", calls[0].Netns, "DEL runs in the netns while it exists")
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseTornDown, rec.Phase)
 
@@ -188,7 +188,7 @@ func TestStopDeletesInNetnsThenRemoveDropsRecord(t *testing.T) {
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), false))
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
 	assert.Len(t, f.Calls(), 4)
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 	// Remove again: still fine.
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
@@ -224,7 +224,7 @@ func TestFailingDelKeepsRecordAndReturnsError(t *testing.T) {
 	err = f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "bridge busy")
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err, "kept for a retry")
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 }
@@ -236,7 +236,7 @@ func TestAlreadyGoneDelIsSuccess(t *testing.T) {
 	_, err := f.Mgr.Attach(context.Background(), attachtest.Pod("sb1", 42))
 	require.NoError(t, err)
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -248,7 +248,7 @@ func TestNoRecordTearsDownOurCachedAttachmentsOnly(t *testing.T) {
 	foreign := filepath.Join(f.CacheDir, "results", "primary-sb1-eth0")
 	require.NoError(t, os.WriteFile(foreign, []byte(`{"kind":"cniCacheV1","containerId":"sb1","ifName":"eth0","networkName":"primary","config":"e30="}`), 0o600))
 	// nri-cni restarted without its state (plugin started after the pod).
-	require.NoError(t, f.Mgr.Store().Delete("sb1"))
+	require.NoError(t, f.Store.Delete("sb1"))
 
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
@@ -286,7 +286,7 @@ func TestStopRetriesAFailedDELWithAnEmptyNetns(t *testing.T) {
 	assert.NotEmpty(t, calls[1].Netns)
 	assert.Equal(t, "DEL", calls[2].Cmd)
 	assert.Empty(t, calls[2].Netns)
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseTornDown, rec.Phase)
 }

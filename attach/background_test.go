@@ -88,7 +88,7 @@ func TestBackgroundWaitForASlotIsNotPartOfTheBudget(t *testing.T) {
 	require.NoError(t, waitBG(t, kf, "sb-a"))
 	require.NoError(t, waitBG(t, kf, "sb-b"), "b's budget started when it had the slot")
 	for _, id := range []string{"sb-a", "sb-b"} {
-		rec, err := kf.Mgr.Store().Get(id)
+		rec, err := kf.Store.Get(id)
 		require.NoError(t, err)
 		assert.Equal(t, state.PhaseAttached, rec.Phase)
 	}
@@ -155,7 +155,7 @@ func TestBackgroundStopWhileQueued(t *testing.T) {
 	require.NoError(t, waitBG(t, kf, "sb-a"))
 	bg.WaitIdle()
 	assert.Equal(t, []string{"ADD cni-stuck net1"}, kf.Cmds(), "b was never attached")
-	_, err := kf.Mgr.Store().Get("sb-b")
+	_, err := kf.Store.Get("sb-b")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 

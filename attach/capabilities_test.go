@@ -93,7 +93,7 @@ func TestPodCapabilityNotAllowedFailsBeforeAnything(t *testing.T) {
 				assert.Contains(t, err.Error(), want)
 			}
 			assert.Empty(t, f.Calls(), "no CNI call")
-			_, err = f.Mgr.Store().Get("sb1")
+			_, err = f.Store.Get("sb1")
 			assert.ErrorIs(t, err, state.ErrNotFound, "no intent record")
 		})
 	}
@@ -160,7 +160,7 @@ func TestDELWithoutTheCacheGetsTheADDsArgsAndCapabilities(t *testing.T) {
 	}{
 		{"rollback of an ADD that failed", map[string]any{"failOn": "ADD"}, func(t *testing.T, f *attachtest.Fixture) {
 			testenv.Eventually(t, 10*time.Second, "the rollback to finish", func() bool {
-				_, err := f.Mgr.Store().Get("sb1")
+				_, err := f.Store.Get("sb1")
 				return errors.Is(err, state.ErrNotFound)
 			})
 		}},

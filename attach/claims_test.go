@@ -74,7 +74,7 @@ func TestClaimRefusedAtAttachNamesTheClaim(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrCapabilityNotAllowed)
 	assert.Contains(t, err.Error(), `ResourceClaim ns1/claim-1 request "req-alpha"`)
 	assert.Empty(t, kf.Calls())
-	_, err = kf.Mgr.Store().Get("sb1")
+	_, err = kf.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -108,7 +108,7 @@ func TestHotplugKeepsClaims(t *testing.T) {
 	assert.Equal(t, []string{"@net2", "ns1/net-b@net1"}, networks(kf, "sb1"))
 	assert.NotContains(t, kf.Cmds(), "DEL alpha net2")
 
-	rec, err := kf.Mgr.Store().Get("sb1")
+	rec, err := kf.Store.Get("sb1")
 	require.NoError(t, err)
 	require.NotNil(t, rec.Networks[0].Claim, "the claim's network kept its claim")
 }

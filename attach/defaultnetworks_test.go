@@ -28,7 +28,7 @@ func TestDefaultNetworksSurviveHotplug(t *testing.T) {
 	_, err := kf.Mgr.Attach(context.Background(), sb)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"@net1", "kube-system/side@net2", "ns1/net-a@net3"}, networks(kf, "sb1"))
-	rec, err := kf.Mgr.Store().Get("sb1")
+	rec, err := kf.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.True(t, rec.Networks[0].Default && rec.Networks[1].Default && !rec.Networks[2].Default, "recorded as default networks")
 

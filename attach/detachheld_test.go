@@ -33,7 +33,7 @@ func TestStopDELsInTheHeldNamespace(t *testing.T) {
 		assert.Equal(t, "DEL", c.Cmd)
 		assert.Equal(t, "/fake/held/fake/netns/42", c.Netns, "DEL in the held namespace")
 	}
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseTornDown, rec.Phase)
 	f.Netns.Mu.Lock()
@@ -79,7 +79,7 @@ func TestStopPastTheDeadlineGoesOnInTheHeldNamespace(t *testing.T) {
 
 	require.NoError(t, os.Remove(stuck)) // the plugin's DEL finishes
 	testenv.Eventually(t, 10*time.Second, "the teardown to end", func() bool {
-		rec, err := f.Mgr.Store().Get("sb1")
+		rec, err := f.Store.Get("sb1")
 		return err == nil && rec.Phase == state.PhaseTornDown
 	})
 	var dels []string
@@ -95,6 +95,6 @@ func TestStopPastTheDeadlineGoesOnInTheHeldNamespace(t *testing.T) {
 		return f.Netns.Released == 1
 	})
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.True(t, errors.Is(err, state.ErrNotFound))
 }

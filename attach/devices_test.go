@@ -73,7 +73,7 @@ func TestDevicePluginNetworksTakeTheKubeletsDevicesInOrder(t *testing.T) {
 	assert.Equal(t, filepath.Join(store.Dir, "cni", "cni-sriov-b-sb1_vf1"), rc2["CNIDeviceInfoFile"])
 	assert.Empty(t, runtimeConfig(t, calls[1].RuntimeConfig), "a network without a resource gets no device")
 
-	cached, _, err := kf.Mgr.Engine().CNI().GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: "cni-sriov-b"},
+	cached, _, err := kf.Engine.CNI().GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: "cni-sriov-b"},
 		&libcni.RuntimeConf{ContainerID: "sb1", IfName: "vf1"})
 	require.NoError(t, err)
 	var list struct {
@@ -149,7 +149,7 @@ func TestDevicePluginNetworkWithoutTheDevice(t *testing.T) {
 				assert.Contains(t, err.Error(), w)
 			}
 			assert.Empty(t, kf.Calls(), "nothing added")
-			_, err = kf.Mgr.Store().Get("sb1")
+			_, err = kf.Store.Get("sb1")
 			assert.ErrorIs(t, err, state.ErrNotFound, "nothing recorded")
 			entries, _ := os.ReadDir(filepath.Join(store.Dir, "cni"))
 			assert.Empty(t, entries, "no device-info file left")

@@ -127,7 +127,7 @@ func TestBackgroundHostileNamespaceCannotStarveAnother(t *testing.T) {
 	bg.WaitIdle()
 	assert.Equal(t, attach.BackgroundStats{Slots: st.Slots, Share: st.Share}, bg.Stats(), "nothing left held or queued")
 	for _, sb := range hostile {
-		_, err := kf.Mgr.Store().Get(sb.ID)
+		_, err := kf.Store.Get(sb.ID)
 		assert.ErrorIs(t, err, state.ErrNotFound, "%s: rolled back or torn down", sb.ID)
 	}
 }

@@ -29,7 +29,7 @@ func TestRollbackDELsOnlyWhatWasAttempted(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{"ADD alpha net1", "ADD beta net2", "DEL beta net2", "DEL alpha net1"}, f.Cmds(),
 		"gamma got no ADD, so no DEL")
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -40,7 +40,7 @@ func TestNoTimeLeftMeansNothingAttemptedAndNothingDELed(t *testing.T) {
 	_, err := f.Mgr.Attach(ctx, attachtest.Pod("sb1", 42))
 	require.ErrorIs(t, err, cni.ErrNoTime)
 	testenv.Eventually(t, 10*time.Second, "the rollback ended", func() bool {
-		_, err := f.Mgr.Store().Get("sb1")
+		_, err := f.Store.Get("sb1")
 		return err != nil
 	})
 	assert.Empty(t, f.Cmds(), "no ADD ran, so no DEL either")
@@ -55,7 +55,7 @@ func TestSelectionOverTheNetworkLimitFailsBeforeAnything(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrLimit)
 	assert.Contains(t, err.Error(), "annotation nri-cni.io/networks: 33 networks, more than limits.maxNetworksPerPod in nri.conf allows (32)")
 	assert.Empty(t, f.Cmds())
-	_, gerr := f.Mgr.Store().Get("sb1")
+	_, gerr := f.Store.Get("sb1")
 	assert.ErrorIs(t, gerr, state.ErrNotFound)
 }
 
@@ -68,7 +68,7 @@ func TestTeardownWithoutRecordIncludesNADNetworks(t *testing.T) {
 	kf.Src.Set(plan.NADRef{Namespace: "ns1", Name: "alpha"}, &cni.Network{Name: "alpha"})
 	_, err := kf.Mgr.Attach(context.Background(), sb)
 	require.NoError(t, err)
-	require.NoError(t, kf.Mgr.Store().Delete("sb1"))
+	require.NoError(t, kf.Store.Delete("sb1"))
 	require.NoError(t, kf.Mgr.Detach(context.Background(), sb, true))
 	assert.ElementsMatch(t, []string{"DEL cni-blue net1", "DEL alpha data0"}, attachtest.DELs(kf.Cmds()))
 	assert.Zero(t, kf.Cached("sb1"))
@@ -118,6 +118,6 @@ func TestTakenInterfaceNameFailsBeforeAnyADD(t *testing.T) {
 	require.ErrorIs(t, err, attach.ErrInterfaceExists)
 	assert.Contains(t, err.Error(), "network beta: interface already exists in the network namespace: net2")
 	assert.Empty(t, f.Cmds(), "no ADD, so no DEL of someone else's net2")
-	_, gerr := f.Mgr.Store().Get("sb1")
+	_, gerr := f.Store.Get("sb1")
 	assert.ErrorIs(t, gerr, state.ErrNotFound)
 }

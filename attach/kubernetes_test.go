@@ -52,7 +52,7 @@ func TestNPWGAttachesNADWithCapabilitiesAndCNIArgs(t *testing.T) {
 
 	// cni-args reached the config libcni ran and cached (DEL uses it); the
 	// source's shared network was not touched.
-	cached, _, err := kf.Mgr.Engine().CNI().GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: "cni-a"},
+	cached, _, err := kf.Engine.CNI().GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: "cni-a"},
 		&libcni.RuntimeConf{ContainerID: "sb1", IfName: "ext0"})
 	require.NoError(t, err)
 	var list struct {
@@ -158,7 +158,7 @@ func TestNPWGErrorsBeforeAnyCNICall(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), "pod ns1/pod-sb1")
 			assert.Empty(t, kf.Calls(), "no CNI call")
-			_, gerr := kf.Mgr.Store().Get("sb1")
+			_, gerr := kf.Store.Get("sb1")
 			assert.ErrorIs(t, gerr, state.ErrNotFound, "no record")
 			_, failures := kf.Sink.Snapshot()
 			require.Len(t, failures, 1, "a failed attach is reported for a Warning Event")
@@ -202,12 +202,12 @@ func TestNPWGFailedADDNamesNetworkAndPluginAndRollsBack(t *testing.T) {
 func TestNPWGOffMeansTodaysBehaviour(t *testing.T) {
 	for name, opts := range map[string]func(kf *attachtest.Fixture) *attach.Manager{
 		"no source": func(kf *attachtest.Fixture) *attach.Manager {
-			return attach.New(kf.Cfg, attach.Deps{Engine: kf.Mgr.Engine(), Netns: kf.Netns, Store: kf.Mgr.Store()})
+			return attach.New(kf.Cfg, attach.Deps{Engine: kf.Engine, Netns: kf.Netns, Store: kf.Store})
 		},
 		"npwgAnnotation off": func(kf *attachtest.Fixture) *attach.Manager {
 			cfg := kf.Cfg
 			cfg.Kubernetes = &config.KubernetesConfig{}
-			return attach.New(cfg, attach.Deps{Engine: kf.Mgr.Engine(), Netns: kf.Netns, Store: kf.Mgr.Store(), NADs: kf.Src})
+			return attach.New(cfg, attach.Deps{Engine: kf.Engine, Netns: kf.Netns, Store: kf.Store, NADs: kf.Src})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -425,7 +425,7 @@ func TestNPWGDefaultRouteFailureRollsBack(t *testing.T) {
 	assert.Contains(t, err.Error(), `"default-route"`)
 	assert.Contains(t, err.Error(), "network is unreachable")
 	assert.Equal(t, []string{"ADD cni-a net1", "DEL cni-a net1"}, kf.Cmds(), "the ADD rolled back")
-	_, getErr := kf.Mgr.Store().Get("sb1")
+	_, getErr := kf.Store.Get("sb1")
 	assert.ErrorIs(t, getErr, state.ErrNotFound, "no record left")
 }
 
@@ -438,7 +438,7 @@ func TestRollbackOfAFailedADDRunsItsConfig(t *testing.T) {
 	_, err := kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb1", `[{"name":"fails","cni-args":{"label":"x"}}]`))
 	require.Error(t, err)
 	testenv.Eventually(t, 10*time.Second, "the rollback to finish", func() bool {
-		_, err := kf.Mgr.Store().Get("sb1")
+		_, err := kf.Store.Get("sb1")
 		return errors.Is(err, state.ErrNotFound)
 	})
 	calls := kf.Calls()

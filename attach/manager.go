@@ -79,9 +79,9 @@ type Observer interface {
 
 // Deps are what a Manager works with.
 type Deps struct {
-	Engine *cni.Engine
+	Engine CNI
 	Netns  NetnsResolver
-	Store  *state.Store
+	Store  Records
 	// NADs resolves NetworkAttachmentDefinitions (Kubernetes mode); nil
 	// without it.
 	NADs plan.NADSource
@@ -113,7 +113,7 @@ type Manager struct {
 	planner *plan.Planner
 	ready   *plan.Readiness
 	ns      NetnsResolver
-	store   *state.Store
+	store   Records
 	log     *logrus.Entry
 	margin  time.Duration
 	locks   *locks
@@ -156,11 +156,22 @@ func New(cfg config.Config, d Deps) *Manager {
 	return m
 }
 
+// Built is a Manager with the engine and record store Build made for it:
+// what the binary wires beyond the Manager (the config watcher, the
+// process lock).
+type Built struct {
+	*Manager
+	Engine *cni.Engine
+	Store  *state.Store
+	// Skipped names each invalid config file.
+	Skipped []error
+}
+
 // Build wires a Manager from a config: the state dir, the host-netns
 // resolver and the CNI engine with the configs loaded (validated against the
-// plugin binaries unless noValidate). skipped names each invalid config
-// file. d's Engine, Netns and Store are set here.
-func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (mgr *Manager, skipped []error, err error) {
+// plugin binaries unless noValidate). d's Engine, Netns and Store are set
+// here.
+func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (*Built, error) {
 	if cni.PluginRootOn(cfg.PluginRoot) {
 		// Every plugin would fail to start: say why once, at start.
 		fi, err := os.Stat(cfg.PluginRoot)
@@ -168,37 +179,36 @@ func Build(ctx context.Context, cfg config.Config, noValidate bool, d Deps) (mgr
 			err = errors.New("not a directory")
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("pluginRoot (where the host's / is mounted): %w", err)
+			return nil, fmt.Errorf("pluginRoot (where the host's / is mounted): %w", err)
 		}
 	}
-	if d.Store, err = state.Open(cfg.StateDir); err != nil {
-		return nil, nil, err
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
 	}
 	resolver, err := netns.NewResolver()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	d.Netns = resolver
-	d.Engine = cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate,
+	engine := cni.New(cni.Options{ConfDir: cfg.ConfDir, BinDirs: cfg.BinDirs, CacheDir: cfg.CacheDir, NoValidate: noValidate,
 		PluginRoot: cfg.PluginRoot})
-	if skipped, err = d.Engine.Reload(ctx); err != nil {
-		return nil, nil, err
+	skipped, err := engine.Reload(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return New(cfg, d), skipped, nil
+	d.Engine, d.Netns, d.Store = engine, resolver, store
+	return &Built{Manager: New(cfg, d), Engine: engine, Store: store, Skipped: skipped}, nil
 }
 
 // Config returns the configuration.
 func (m *Manager) Config() config.Config { return m.cfg }
 
-// Store returns the record store.
-func (m *Manager) Store() *state.Store { return m.store }
+// Record is sandbox or container id's record (state.ErrNotFound: none).
+func (m *Manager) Record(id string) (*state.Record, error) { return m.store.Get(id) }
 
 // Records lists every readable record and one error per unreadable file
 // (state.Store.List): what the reconcilers walk.
 func (m *Manager) Records() ([]*state.Record, []error) { return m.store.List() }
-
-// Engine returns the CNI engine.
-func (m *Manager) Engine() *cni.Engine { return m.cni.engine }
 
 // Networks are the config dir's networks as loaded now.
 func (m *Manager) Networks() []*cni.Network { return m.cni.engine.Networks() }

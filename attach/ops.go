@@ -28,10 +28,10 @@ const MetricsNADLabel = "nad"
 // ops runs CNI operations for the Manager.
 type ops struct {
 	cfg     config.Config
-	engine  *cni.Engine
+	engine  CNI
 	planner *plan.Planner
 	ns      NetnsResolver
-	store   *state.Store
+	store   Records
 	log     *logrus.Entry
 	margin  time.Duration
 	obs     Observer // nil: none

@@ -31,7 +31,7 @@ func replug(kf *attachtest.Fixture, sb attach.Sandbox, value string) (bool, erro
 
 func networks(kf *attachtest.Fixture, id string) []string {
 	kf.T.Helper()
-	rec, err := kf.Mgr.Store().Get(id)
+	rec, err := kf.Store.Get(id)
 	require.NoError(kf.T, err)
 	var out []string
 	for _, n := range rec.Networks {
@@ -175,10 +175,10 @@ func TestHotplugRedoesPendingNetworks(t *testing.T) {
 	sb := attachtest.NPWGPod("sb1", "net-a, net-b")
 	_, err := kf.Mgr.Attach(context.Background(), sb)
 	require.NoError(t, err)
-	rec, err := kf.Mgr.Store().Get("sb1")
+	rec, err := kf.Store.Get("sb1")
 	require.NoError(t, err)
 	rec.Networks[1].Pending = true
-	require.NoError(t, kf.Mgr.Store().Put(rec))
+	require.NoError(t, kf.Store.Put(rec))
 
 	changed, err := kf.Mgr.Replug(context.Background(), attach.PodUpdate{UID: sb.Pod.UID, Namespace: "ns1", Name: sb.Pod.Name,
 		Annotations: sb.Annotations})
@@ -206,7 +206,7 @@ func TestHotplugPodWithoutNetworksAtStart(t *testing.T) {
 	assert.Equal(t, []string{"ns1/net-a@net1"}, networks(kf, "sb1"))
 	require.NoError(t, kf.Mgr.Detach(context.Background(), sb, true))
 	assert.Equal(t, []string{"ADD cni-a net1", "DEL cni-a net1"}, kf.Cmds())
-	_, err = kf.Mgr.Store().Get("sb1")
+	_, err = kf.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 

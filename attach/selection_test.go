@@ -171,7 +171,7 @@ func TestNoRecordTeardownFindsCustomIfnames(t *testing.T) {
 	f.Reconfigure(func(c *config.Config) { c.PodSelection = true })
 	_, err := f.Mgr.Attach(context.Background(), annotated("sb1", map[string]string{plan.AnnotationNetworks: "alpha@eth5"}))
 	require.NoError(t, err)
-	require.NoError(t, f.Mgr.Store().Delete("sb1"))
+	require.NoError(t, f.Store.Delete("sb1"))
 	require.NoError(t, f.Mgr.Detach(context.Background(), attachtest.Pod("sb1", 0), true))
 	assert.Equal(t, []string{"ADD alpha eth5", "DEL alpha eth5"}, f.Cmds())
 	assert.Equal(t, 0, f.Cached("sb1"))

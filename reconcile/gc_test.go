@@ -20,8 +20,8 @@ func TestGCTearsDownOnlyWhatIsGone(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Mgr.Attach(ctx, attachtest.Pod("orphan", 3))
 	require.NoError(t, err)
-	f.Netns.Kill("/fake/netns/2")                      // its container died without poststop
-	require.NoError(t, f.Mgr.Store().Delete("orphan")) // a cache entry nobody claims
+	f.Netns.Kill("/fake/netns/2")                // its container died without poststop
+	require.NoError(t, f.Store.Delete("orphan")) // a cache entry nobody claims
 
 	res := GC(ctx, f.Mgr, nil)
 	require.NoError(t, res.Err())
@@ -40,9 +40,9 @@ func TestGCTearsDownOnlyWhatIsGone(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"dead", "orphan"}, dels)
 	assert.Equal(t, 1, gcs, "the CNI 1.1 plugin GC ran once for the network")
-	_, err = f.Mgr.Store().Get("alive")
+	_, err = f.Store.Get("alive")
 	require.NoError(t, err)
-	_, err = f.Mgr.Store().Get("dead")
+	_, err = f.Store.Get("dead")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 	assert.Equal(t, 1, f.Cached("alive"))
 	assert.Equal(t, 0, f.Cached("dead")+f.Cached("orphan"))
@@ -60,6 +60,6 @@ func TestGCKeepsRecordWhoseDelFails(t *testing.T) {
 	res := GC(context.Background(), f.Mgr, nil)
 	require.Error(t, res.Err())
 	assert.Contains(t, res.Err().Error(), "busy")
-	_, err = f.Mgr.Store().Get("dead")
+	_, err = f.Store.Get("dead")
 	require.NoError(t, err, "kept for the next pass")
 }

@@ -96,7 +96,7 @@ func TestStuckPodBlocksNoOtherPod(t *testing.T) {
 
 	require.NoError(t, os.Remove(sf.holdFile))
 	testenv.Eventually(t, 10*time.Second, "the rollback finished", func() bool {
-		_, err := sf.Mgr.Store().Get(stuckID)
+		_, err := sf.Store.Get(stuckID)
 		return err != nil
 	})
 }
@@ -113,7 +113,7 @@ func TestNetnsSweepIsNotHeldByAStuckPod(t *testing.T) {
 	defer cancel()
 	require.NoError(t, WatchNetns(ctx, sf.Mgr, attachtest.Log(), 50*time.Millisecond))
 	testenv.Eventually(t, 10*time.Second, "d-gone released while a-stuck is stuck", func() bool {
-		_, err := sf.Mgr.Store().Get("d-gone")
+		_, err := sf.Store.Get("d-gone")
 		return err != nil
 	})
 	require.NoError(t, os.Remove(sf.holdFile))
@@ -138,7 +138,7 @@ func TestUnreadableRecordFailsClosed(t *testing.T) {
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.Repaired)
 	assert.Empty(t, attachtest.DELs(kf.Cmds()[before:]), "no DEL for a pod the runtime runs")
-	got, err := kf.Mgr.Store().Get("sb1")
+	got, err := kf.Store.Get("sb1")
 	require.NoError(t, err, "the record is readable again")
 	assert.Equal(t, state.PhaseAttached, got.Phase)
 	nads := map[string]string{}
@@ -175,7 +175,7 @@ func TestGCLeavesForeignAttachmentsAlone(t *testing.T) {
 	// And one of nri-cni's own whose record is gone.
 	_, err = f.Mgr.Attach(context.Background(), attachtest.Pod("sb1", 42))
 	require.NoError(t, err)
-	require.NoError(t, f.Mgr.Store().Delete("sb1"))
+	require.NoError(t, f.Store.Delete("sb1"))
 
 	res := GC(context.Background(), f.Mgr, nil)
 	require.NoError(t, res.Err())

@@ -60,7 +60,7 @@ func TestNotReadyNetworkFailsPodsAtOnce(t *testing.T) {
 	old := attachtest.RecorderNet("old", f.Record, nil)
 	old["cniVersion"] = "1.0.0"
 	testenv.WriteJSON(t, filepath.Join(f.ConfDir, "01-old.conflist"), old)
-	_, err := f.Mgr.Engine().Reload(context.Background())
+	_, err := f.Engine.Reload(context.Background())
 	require.NoError(t, err)
 	obs := &readinessObs{ready: map[string]bool{}, checks: map[string]int{}}
 	f.Mgr.SetObserver(obs)
@@ -79,7 +79,7 @@ func TestNotReadyNetworkFailsPodsAtOnce(t *testing.T) {
 	assert.ErrorIs(t, err, plan.ErrNetworkNotReady)
 	assert.Contains(t, err.Error(), "macvlan daemon not running", "the plugin's message")
 	assert.Equal(t, []string{"STATUS alpha "}, f.Cmds(), "no ADD at all; old was never asked")
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound, "nothing recorded")
 
 	require.NoError(t, os.Remove(down))

@@ -54,7 +54,7 @@ func TestSyncReconcilesWithTheRuntime(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"DEL unlisted", "DEL stopped", "ADD new"}, cmds, "torn is not attached again")
 	for id, want := range map[string]bool{"kept": true, "torn": true, "new": true, "unlisted": false, "stopped": false} {
-		_, err := f.Mgr.Store().Get(id)
+		_, err := f.Store.Get(id)
 		assert.Equal(t, want, err == nil, id)
 	}
 }
@@ -66,7 +66,7 @@ func TestSyncFinishesAnAttachCutShort(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	f.Netns.Resolve(0, "/pinned/cut")
 	now := time.Now().UTC()
-	require.NoError(t, f.Mgr.Store().Put(&state.Record{ID: "cut", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-cut",
+	require.NoError(t, f.Store.Put(&state.Record{ID: "cut", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-cut",
 		Netns: "/pinned/cut", Phase: state.PhaseAdding, Created: now, Updated: now,
 		Networks: []state.Network{{Name: "alpha", IfName: "net1"}}}))
 	res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{pinnedPod("cut", "/pinned/cut")},
@@ -80,7 +80,7 @@ func TestSyncFinishesAnAttachCutShort(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"DEL alpha net1", "ADD alpha net1"}, cmds)
-	rec, err := f.Mgr.Store().Get("cut")
+	rec, err := f.Store.Get("cut")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 }
@@ -113,7 +113,7 @@ func TestSyncAttachesOnlyRunningSandboxes(t *testing.T) {
 			f.Netns.DeadPids[tt.sb.Pid] = tt.dead
 			res := NewResyncer(f.Mgr, attachtest.Log()).Sync(context.Background(), []attach.Sandbox{tt.sb}, SyncOptions{AttachMissing: true, PidlessPods: tt.pidless})
 			require.NoError(t, res.Err())
-			_, err := f.Mgr.Store().Get(tt.sb.ID)
+			_, err := f.Store.Get(tt.sb.ID)
 			if tt.attached {
 				assert.Equal(t, 1, res.Attached)
 				assert.NoError(t, err, "recorded")
@@ -157,7 +157,7 @@ func TestSyncKeepsPodsAttachedAfterTheList(t *testing.T) {
 	require.NoError(t, res.Err())
 	assert.Equal(t, 1, res.TornDown, "old: not listed, attached before the list")
 	assert.Equal(t, 1, res.Kept, "new: attached after the list")
-	_, err = f.Mgr.Store().Get("new")
+	_, err = f.Store.Get("new")
 	assert.NoError(t, err)
 	assert.Equal(t, []string{"ADD alpha net1", "ADD alpha net1", "DEL alpha net1"}, f.AttachCmds())
 }
@@ -187,7 +187,7 @@ func TestNetnsWatcherReleasesAPodWhoseNetnsVanishes(t *testing.T) {
 	f.Netns.Kill(pinned)
 	require.NoError(t, os.Remove(pinned))
 	testenv.Eventually(t, 10*time.Second, "the record to be released", func() bool {
-		_, err := f.Mgr.Store().Get("p1")
+		_, err := f.Store.Get("p1")
 		return err != nil
 	})
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
@@ -203,7 +203,7 @@ func TestNetnsSweepCatchesWhatEventsMiss(t *testing.T) {
 	require.NoError(t, WatchNetns(ctx, f.Mgr, attachtest.Log(), 50*time.Millisecond))
 	f.Netns.Kill("/fake/netns/5")
 	testenv.Eventually(t, 10*time.Second, "the sweep to release it", func() bool {
-		_, err := f.Mgr.Store().Get("c1")
+		_, err := f.Store.Get("c1")
 		return err != nil
 	})
 }
@@ -212,17 +212,17 @@ func TestConfigsReloadLive(t *testing.T) {
 	f := attachtest.New(t, []string{"alpha"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, WatchConfigs(ctx, f.Mgr.Engine(), f.ConfDir, logrus.NewEntry(logrus.New()), nil))
+	require.NoError(t, WatchConfigs(ctx, f.Engine, f.ConfDir, logrus.NewEntry(logrus.New()), nil))
 	testenv.WriteJSON(t, filepath.Join(f.ConfDir, "20-beta.conflist"), attachtest.RecorderNet("beta", f.Record, nil))
 	require.NoError(t, os.WriteFile(filepath.Join(f.ConfDir, "30-broken.conflist"), []byte(`{"name": "half`), 0o644))
-	testenv.Eventually(t, 10*time.Second, "beta to be loaded", func() bool { return len(f.Mgr.Engine().Networks()) == 2 })
+	testenv.Eventually(t, 10*time.Second, "beta to be loaded", func() bool { return len(f.Engine.Networks()) == 2 })
 
 	// A pod attached to alpha; then alpha's config is removed: DEL still works
 	// from the config libcni cached at ADD time.
 	_, err := f.Mgr.Attach(ctx, attachtest.Pod("p1", 1))
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(filepath.Join(f.ConfDir, "00-alpha.conflist")))
-	testenv.Eventually(t, 10*time.Second, "alpha to be unloaded", func() bool { return len(f.Mgr.Engine().Networks()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "alpha to be unloaded", func() bool { return len(f.Engine.Networks()) == 1 })
 	require.NoError(t, f.Mgr.Detach(ctx, attachtest.Pod("p1", 0), true))
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
 	assert.Equal(t, 0, f.Cached("p1"))

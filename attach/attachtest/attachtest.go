@@ -143,8 +143,11 @@ func (f *Netns) Kill(path string) {
 
 // Fixture is a Manager over the recording plugin, in temp dirs.
 type Fixture struct {
-	T        testing.TB
-	Mgr      *attach.Manager
+	T   testing.TB
+	Mgr *attach.Manager
+	// Engine and Store are the Manager's CNI engine and record store.
+	Engine   *cni.Engine
+	Store    *state.Store
 	Netns    *Netns
 	Cfg      config.Config
 	ConfDir  string
@@ -266,13 +269,14 @@ func New(t testing.TB, nets []string, extras map[string]map[string]any) *Fixture
 	skipped, err := engine.Reload(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, skipped)
+	f.Engine, f.Store = engine, store
 	f.Mgr = attach.New(f.Cfg, attach.Deps{Engine: engine, Netns: f.Netns, Store: store})
 	return f
 }
 
 // Deps are the fixture's dependencies, for a Manager of a changed config.
 func (f *Fixture) Deps() attach.Deps {
-	d := attach.Deps{Engine: f.Mgr.Engine(), Netns: f.Netns, Store: f.Mgr.Store(), Routes: f.Routes, Multus: f.Multus}
+	d := attach.Deps{Engine: f.Engine, Netns: f.Netns, Store: f.Store, Routes: f.Routes, Multus: f.Multus}
 	if f.Src != nil {
 		d.NADs, d.Sink = f.Src, f.Sink
 	}
@@ -318,7 +322,7 @@ func (f *Fixture) AttachCmds() []string {
 
 // Cached counts libcni's cached attachments of id.
 func (f *Fixture) Cached(id string) int {
-	atts, err := f.Mgr.Engine().CachedAttachments(id)
+	atts, err := f.Engine.CachedAttachments(id)
 	require.NoError(f.T, err)
 	return len(atts)
 }

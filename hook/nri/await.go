@@ -214,7 +214,7 @@ func (p *Plugin) awaitAttach(ctx context.Context, id string) error {
 // awaitStep is one look at sandbox id: done when attached or nothing is to
 // be attached; an attach in flight is waited for.
 func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) (bool, error) {
-	rec, err := mgr.Store().Get(id)
+	rec, err := mgr.Record(id)
 	switch {
 	case err == nil && rec.Phase == state.PhaseAttached:
 		return true, nil
@@ -246,7 +246,7 @@ func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) 
 	}
 	if !started {
 		// Nothing to start: attached meanwhile, or nothing to attach.
-		rec, err = mgr.Store().Get(id)
+		rec, err = mgr.Record(id)
 		return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseAttached, nil
 	}
 	_, err = mgr.Background().Wait(ctx, id)

@@ -72,7 +72,7 @@ func TestCreateContainerHandsTheWaitToTheAwaitHook(t *testing.T) {
 	assert.Equal(t, int64(45), hooks[0].Timeout.GetValue(), "the runtime's backstop after the hook's own timeout")
 
 	assert.Equal(t, "ok", ask(t, socket, "await sb1 10000\n"), "the hook returns once attached")
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 

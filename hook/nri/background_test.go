@@ -45,12 +45,12 @@ func TestBackgroundAttachAnswersAtOnceAndTheContainerWaits(t *testing.T) {
 	pod := runningPod(f, "sb1", 10)
 
 	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
-	if rec, err := f.Mgr.Store().Get("sb1"); err == nil {
+	if rec, err := f.Store.Get("sb1"); err == nil {
 		assert.NotEqual(t, state.PhaseAttached, rec.Phase, "answered before the 300 ms ADD ended")
 	}
 
 	require.NoError(t, createContainer(t, p, pod))
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err, "attached by the time the first container is created")
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	require.NoError(t, createContainer(t, p, pod), "the next container")
@@ -83,7 +83,7 @@ func TestBackgroundAttachFailureFailsTheContainer(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no leases")
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds(), "rolled back")
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 
 	err = createContainer(t, p, pod)
@@ -118,7 +118,7 @@ func TestBackgroundAttachStoppedFirst(t *testing.T) {
 	require.NoError(t, p.StopPodSandbox(context.Background(), pod))
 	require.NoError(t, p.RemovePodSandbox(context.Background(), pod))
 	f.Mgr.Background().WaitIdle()
-	_, err := f.Mgr.Store().Get("sb1")
+	_, err := f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound, "no record after the Stop")
 	adds, dels := 0, 0
 	for _, c := range f.Cmds() {
@@ -174,7 +174,7 @@ func TestBackgroundAttachRetryOfASlowChain(t *testing.T) {
 	require.ErrorIs(t, err, attach.ErrAttachPending, "the retry's attach outlives the request")
 	f.Mgr.Background().WaitIdle()
 	require.NoError(t, createContainer(t, p, pod), "the next retry")
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "ADD alpha net1"}, f.Cmds())
@@ -201,7 +201,7 @@ func TestBackgroundRollbackDELsInTheLiveNamespace(t *testing.T) {
 	for _, c := range f.Calls() {
 		assert.NotEmpty(t, c.Netns, "no %s with an empty netns while the pod's namespace lives", c.Cmd)
 	}
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err, "the record stays for the retry")
 	assert.Equal(t, state.PhaseAdding, rec.Phase)
 
@@ -209,7 +209,7 @@ func TestBackgroundRollbackDELsInTheLiveNamespace(t *testing.T) {
 	require.NoError(t, createContainer(t, p, pod))
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1", "DEL alpha net1", "ADD alpha net1"}, f.Cmds(),
 		"the failed rollback, then the retry: DEL in the namespace, ADD")
-	rec, err = f.Mgr.Store().Get("sb1")
+	rec, err = f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 }

@@ -63,7 +63,7 @@ func TestCreateContainerEnsuresTheAttachment(t *testing.T) {
 				require.NoError(t, createContainer(t, p, pod))
 			}
 			assert.Equal(t, tc.want, f.Cmds())
-			rec, err := f.Mgr.Store().Get("sb1")
+			rec, err := f.Store.Get("sb1")
 			require.NoError(t, err)
 			assert.Equal(t, state.PhaseAttached, rec.Phase)
 			assert.Equal(t, "/pinned/sb1", f.Calls()[0].Netns)
@@ -84,7 +84,7 @@ func TestCreateContainerLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, p.StopPodSandbox(context.Background(), torn))
 	require.NoError(t, createContainer(t, p, torn), "a known pod is never attached again")
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
-	_, err := f.Mgr.Store().Get("plain")
+	_, err := f.Store.Get("plain")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -111,7 +111,7 @@ func TestCreateContainerFailures(t *testing.T) {
 				require.NoError(t, err)
 			}
 			assert.Equal(t, tc.wantCmds, f.Cmds(), "rolled back")
-			_, err = f.Mgr.Store().Get("sb1")
+			_, err = f.Store.Get("sb1")
 			assert.ErrorIs(t, err, state.ErrNotFound)
 		})
 	}
@@ -201,13 +201,13 @@ func TestCreateContainerFinishesAnAttachCutShort(t *testing.T) {
 	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 	pod := runningPod(f, "sb1", 10)
 	now := time.Now().UTC()
-	require.NoError(t, f.Mgr.Store().Put(&state.Record{ID: "sb1", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-sb1",
+	require.NoError(t, f.Store.Put(&state.Record{ID: "sb1", Kind: "pod", Namespace: "team", Name: "web", UID: "uid-sb1",
 		Netns: "/pinned/sb1", Phase: state.PhaseAdding, Created: now, Updated: now,
 		Networks: []state.Network{{Name: "alpha", IfName: "net1"}}}))
 
 	require.NoError(t, createContainer(t, p, pod))
 	assert.Equal(t, []string{"DEL alpha net1", "ADD alpha net1"}, f.Cmds(), "undone, then attached")
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	require.NoError(t, createContainer(t, p, pod), "the next container")
@@ -234,13 +234,13 @@ func TestBackgroundAttachFailedRollbackNeverLetsAContainerThrough(t *testing.T) 
 		require.Error(t, err, "container %d created without its networks", i)
 		assert.Contains(t, err.Error(), "plugin broken")
 	}
-	rec, err := f.Mgr.Store().Get("sb1")
+	rec, err := f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAdding, rec.Phase)
 
 	require.NoError(t, os.Remove(failing)) // the plugin works again
 	require.NoError(t, createContainer(t, p, pod))
-	rec, err = f.Mgr.Store().Get("sb1")
+	rec, err = f.Store.Get("sb1")
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	cmds := f.Cmds()

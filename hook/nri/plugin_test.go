@@ -93,7 +93,7 @@ func TestHostNetworkPodWithPinnedHostNetns(t *testing.T) {
 		require.NoError(t, p.RemovePodSandbox(ctx, nriPod("host1", "", 0)))
 	}
 	assert.Empty(t, f.Calls(), "never a CNI call")
-	_, err := f.Mgr.Store().Get("host1")
+	_, err := f.Store.Get("host1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 
 	f.Netns.ResolveErr = fmt.Errorf("pid 10 vs /run/netns/h: %w", netns.ErrMismatch)
@@ -144,7 +144,7 @@ func TestPodCapabilityNotAllowedFailsRunPodSandbox(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrCapabilityNotAllowed)
 	assert.Contains(t, err.Error(), "nri-cni.io/ips")
 	assert.Empty(t, f.Calls())
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -161,7 +161,7 @@ func TestFailedTeardownNeverBlocksDeletionAndIsRetried(t *testing.T) {
 	require.NoError(t, p.RunPodSandbox(ctx, nriPod("sb1", "/pinned/sb1", 10)))
 	require.NoError(t, p.StopPodSandbox(ctx, nriPod("sb1", "/pinned/sb1", 0)), "Stop answers success")
 	require.NoError(t, p.RemovePodSandbox(ctx, nriPod("sb1", "", 0)), "Remove answers success")
-	_, err := f.Mgr.Store().Get("sb1")
+	_, err := f.Store.Get("sb1")
 	require.NoError(t, err, "the record is kept for the retry")
 	assert.Equal(t, 1, f.Mgr.PendingTeardowns())
 
@@ -171,7 +171,7 @@ func TestFailedTeardownNeverBlocksDeletionAndIsRetried(t *testing.T) {
 	require.NoError(t, os.Remove(broken)) // the plugin works again
 	f.Mgr.RetryTeardowns(ctx, time.Now().Add(time.Hour))
 	assert.Zero(t, f.Mgr.PendingTeardowns())
-	_, err = f.Mgr.Store().Get("sb1")
+	_, err = f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound, "released and forgotten")
 	assert.Equal(t, 0, f.Cached("sb1"))
 	dels := 0
@@ -188,7 +188,7 @@ func TestFailurePolicyIgnore(t *testing.T) {
 	f.Reconfigure(func(c *config.Config) { c.FailurePolicy = config.FailurePolicyIgnore })
 	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
 	require.NoError(t, p.RunPodSandbox(context.Background(), nriPod("sb1", "/pinned/sb1", 10)), "the pod starts")
-	_, err := f.Mgr.Store().Get("sb1")
+	_, err := f.Store.Get("sb1")
 	assert.ErrorIs(t, err, state.ErrNotFound, "and nothing stays attached")
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds())
 }

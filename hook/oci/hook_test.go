@@ -96,7 +96,7 @@ func TestOCIHookLifecycle(t *testing.T) {
 	require.NoError(t, runHook(t, f, StagePoststop, specs.State{ID: "c1", Bundle: b}), "repeated poststop")
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds(), "one allocation, one release")
 	assert.Equal(t, "", f.Calls()[1].Netns, "poststop DELs with an empty netns")
-	_, err := f.Mgr.Store().Get("c1")
+	_, err := f.Store.Get("c1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
@@ -151,7 +151,7 @@ func TestPodCapabilityNotAllowedFailsCreateRuntime(t *testing.T) {
 	assert.Contains(t, err.Error(), "nri-cni.io/mac")
 	assert.Contains(t, err.Error(), "podCapabilities")
 	assert.Empty(t, f.Calls())
-	_, err = f.Mgr.Store().Get("c1")
+	_, err = f.Store.Get("c1")
 	assert.ErrorIs(t, err, state.ErrNotFound)
 
 	allowCapabilities(f, config.CapabilityMAC)

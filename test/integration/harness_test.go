@@ -40,6 +40,7 @@ type env struct {
 	cfg      config.Config
 	runtime  *adaptation.Adaptation
 	mgr      *attach.Manager
+	engine   *cni.Engine // mgr's
 	netName  string
 	waitSync func()
 
@@ -185,6 +186,7 @@ func (e *env) offlineManager() *attach.Manager {
 	store, err := state.Open(e.cfg.StateDir)
 	require.NoError(e.t, err)
 	engine := cni.New(cni.Options{ConfDir: e.cfg.ConfDir, BinDirs: e.cfg.BinDirs, CacheDir: e.cfg.CacheDir})
+	e.engine = engine
 	return attach.New(e.cfg, attach.Deps{Engine: engine, Store: store})
 }
 
@@ -232,11 +234,10 @@ func (e *env) startPlugin() {
 	logger := logrus.New()
 	logger.SetLevel(logrus.DebugLevel)
 	log := logrus.NewEntry(logger).WithField("test", t.Name())
-	var skipped []error
-	var err error
-	e.mgr, skipped, err = attach.Build(context.Background(), e.cfg, false, attach.Deps{Log: log})
+	built, err := attach.Build(context.Background(), e.cfg, false, attach.Deps{Log: log})
 	require.NoError(t, err)
-	require.Empty(t, skipped)
+	require.Empty(t, built.Skipped)
+	e.mgr, e.engine = built.Manager, built.Engine
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -290,7 +291,7 @@ func (e *env) stop(p *pod) error {
 func (e *env) waitTornDown(p *pod) {
 	e.t.Helper()
 	testenv.Eventually(e.t, attach.HeldTeardownBudget+10*time.Second, "the teardown of "+p.id+" to end", func() bool {
-		rec, err := e.mgr.Store().Get(p.id)
+		rec, err := e.mgr.Record(p.id)
 		return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseTornDown
 	})
 }
@@ -349,7 +350,7 @@ func (e *env) bridgePorts() int {
 }
 
 func (e *env) cacheEntries(id string) int {
-	atts, err := e.mgr.Engine().CachedAttachments(id)
+	atts, err := e.engine.CachedAttachments(id)
 	require.NoError(e.t, err)
 	return len(atts)
 }

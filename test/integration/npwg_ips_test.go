@@ -67,9 +67,9 @@ func TestNPWGBareIPWithHostLocalAndStatic(t *testing.T) {
 	require.NoError(t, os.MkdirAll(cfg.ConfDir, 0o755))
 	require.NoError(t, cfg.Validate())
 	sink := &attachtest.Sink{}
-	mgr, _, err := attach.Build(context.Background(), cfg, false, attach.Deps{NADs: src, Sink: sink})
+	built, err := attach.Build(context.Background(), cfg, false, attach.Deps{NADs: src, Sink: sink})
 	require.NoError(t, err)
-	store := mgr.Store()
+	mgr, store := built.Manager, built.Store
 
 	pod := func(id, annotation string) attach.Sandbox {
 		n := testenv.NewNetNS(t)

@@ -35,7 +35,7 @@ func TestPodLifecycleOverNRI(t *testing.T) {
 	assert.Equal(t, "net1", calls[0].IfName)
 	assert.Equal(t, "IgnoreUnknown=1;K8S_POD_NAMESPACE=it;K8S_POD_NAME=pod-"+p.id+
 		";K8S_POD_INFRA_CONTAINER_ID="+p.id+";K8S_POD_UID=uid-"+p.id, calls[0].Args)
-	rec, err := e.mgr.Store().Get(p.id)
+	rec, err := e.mgr.Record(p.id)
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 	assert.Equal(t, []string{addrs[0].String() + "/24"}, rec.Networks[0].IPs)
@@ -53,7 +53,7 @@ func TestPodLifecycleOverNRI(t *testing.T) {
 	assert.Equal(t, calls[0].NetnsIno, calls[1].NetnsIno, "DEL ran in the pod's namespace (%s; Stop holds it open)", calls[1].Netns)
 
 	require.NoError(t, e.remove(p))
-	_, err = e.mgr.Store().Get(p.id)
+	_, err = e.mgr.Record(p.id)
 	assert.ErrorIs(t, err, state.ErrNotFound)
 	assert.Equal(t, 0, e.cacheEntries(p.id))
 
@@ -94,7 +94,7 @@ func TestFailingChainLeavesNothing(t *testing.T) {
 	assert.Empty(t, e.ipamFiles(), "no IP file")
 	assert.Equal(t, 0, e.bridgePorts(), "no veth")
 	assert.Equal(t, 0, e.cacheEntries(p.id), "no cache entry")
-	_, err = e.mgr.Store().Get(p.id)
+	_, err = e.mgr.Record(p.id)
 	assert.ErrorIs(t, err, state.ErrNotFound, "no record")
 	// containerd follows a failed Run with Stop and Remove: both fine.
 	require.NoError(t, e.stop(p))
@@ -113,7 +113,7 @@ func TestPidInHostNetnsIsRefused(t *testing.T) {
 	assert.Empty(t, testenv.ReadCalls(t, e.record), "no CNI call at all")
 	assert.Empty(t, e.ipamFiles())
 	assert.Equal(t, hostLinks, linkNames(t), "host links untouched")
-	_, err = e.mgr.Store().Get(p.id)
+	_, err = e.mgr.Record(p.id)
 	assert.True(t, errors.Is(err, state.ErrNotFound))
 }
 

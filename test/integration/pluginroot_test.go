@@ -151,7 +151,7 @@ func TestPluginRootRunsReferencePluginsAgainstTheHost(t *testing.T) {
 	require.NoError(t, e.runtime.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: sb}))
 	var rec *state.Record
 	testenv.Eventually(t, 30*time.Second, "the pod's three networks attached", func() bool {
-		rec, _ = e.mgr.Store().Get(p.id)
+		rec, _ = e.mgr.Record(p.id)
 		return rec != nil && rec.Phase == state.PhaseAttached
 	})
 	require.Len(t, rec.Networks, 3)

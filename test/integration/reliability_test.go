@@ -66,7 +66,7 @@ func TestPinnedBindOfHostNetnsIsAHostNetworkPod(t *testing.T) {
 	}
 	assert.Empty(t, testenv.ReadCalls(t, e.record), "no CNI call")
 	assert.Empty(t, e.ipamFiles())
-	_, err := e.mgr.Store().Get(p.id)
+	_, err := e.mgr.Record(p.id)
 	assert.ErrorIs(t, err, state.ErrNotFound, "no record")
 	assert.Equal(t, hostLinks, linkNames(t), "host links untouched")
 
@@ -126,6 +126,6 @@ func TestPluginBinaryVanishesAfterLoad(t *testing.T) {
 	assert.Contains(t, err.Error(), "cni-recorder")
 	assert.Empty(t, e.ipamFiles(), "the bridge's ADD was rolled back")
 	assert.Equal(t, 0, e.bridgePorts())
-	_, err = e.mgr.Store().Get(p.id)
+	_, err = e.mgr.Record(p.id)
 	assert.ErrorIs(t, err, state.ErrNotFound)
 }

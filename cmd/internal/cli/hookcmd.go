@@ -83,15 +83,15 @@ func setupOffline(ctx context.Context, a *app, cfgPath string, exclusive bool) (
 		return nil, nil, nil, nil, err
 	}
 	log := logrus.NewEntry(logger)
-	mgr, err := buildManager(ctx, cfg, log, true, attach.Deps{})
+	built, err := buildManager(ctx, cfg, log, true, attach.Deps{})
 	if err != nil {
 		closeLog()
 		return nil, nil, nil, nil, err
 	}
-	unlock, err := mgr.Store().ProcessLock(exclusive)
+	unlock, err := built.Store.ProcessLock(exclusive)
 	if err != nil {
 		closeLog()
 		return nil, nil, nil, nil, err
 	}
-	return log, closeLog, mgr, unlock, nil
+	return log, closeLog, built.Manager, unlock, nil
 }

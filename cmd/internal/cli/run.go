@@ -62,10 +62,11 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 	} else {
 		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
 	}
-	mgr, err := buildManager(ctx, cfg, log, false, deps)
+	built, err := buildManager(ctx, cfg, log, false, deps)
 	if err != nil {
 		return a.fail("%v", err)
 	}
+	mgr := built.Manager
 	resync := reconcile.NewResyncer(mgr, log)
 	plugin := nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	plugin.Name, plugin.Idx = *name, *idx
@@ -92,7 +93,7 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 			return a.fail("kubernetes: %v", err)
 		}
 	}
-	if err := startWatchers(ctx, mgr, log); err != nil {
+	if err := startWatchers(ctx, built, log); err != nil {
 		return a.fail("%v", err)
 	}
 	dumpStatsOnSIGUSR1(ctx, func() *attach.Manager { return mgr }, log)
@@ -185,15 +186,16 @@ func prelaunched(ctx context.Context, a *app) int {
 			// in-cluster service address) and is reconfigured per connection.
 			return nil, fmt.Errorf("config from the runtime: the kubernetes section needs `nri-cni run` (external plugin, e.g. the DaemonSet); remove it for the pre-launched plugin")
 		}
-		mgr, err := buildManager(ctx, cfg, log, false, attach.Deps{})
+		built, err := buildManager(ctx, cfg, log, false, attach.Deps{})
 		if err != nil {
 			return nil, err
 		}
+		mgr := built.Manager
 		if err := serveHook(runCtx, plugin, cfg, log); err != nil {
 			return nil, err
 		}
 		// The watchers live as long as the process, not the request.
-		return &nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, log)}, startWatchers(runCtx, mgr, log)
+		return &nri.Engine{Manager: mgr, Resync: reconcile.NewResyncer(mgr, log)}, startWatchers(runCtx, built, log)
 	}
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
 	plugin = nri.New(nil, configure, log)
@@ -268,20 +270,20 @@ func openLog(path string) (*os.File, error) {
 // buildManager opens the state dir, records the host netns and loads the CNI
 // configs. Invalid config files are skipped with a warning naming each.
 // noValidate skips the per-plugin VERSION execs (one-shot commands).
-func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, deps attach.Deps) (*attach.Manager, error) {
+func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, deps attach.Deps) (*attach.Built, error) {
 	deps.Log = log
-	mgr, skipped, err := attach.Build(ctx, cfg, noValidate, deps)
+	mgr, err := attach.Build(ctx, cfg, noValidate, deps)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range skipped {
+	for _, e := range mgr.Skipped {
 		log.WithError(e).Warn("skipping invalid CNI config")
 	}
 	names := []string{}
-	for _, n := range mgr.Engine().Networks() {
+	for _, n := range mgr.Engine.Networks() {
 		names = append(names, n.Name)
 	}
-	if _, err := mgr.Engine().Select(cfg.Networks); err != nil {
+	if _, err := mgr.Engine.Select(cfg.Networks); err != nil {
 		// Not fatal: configs may appear later; pods fail with this error meanwhile.
 		log.WithError(err).Warn("the configured networks are not available yet")
 	}
@@ -295,7 +297,7 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noV
 
 // attachedNetworks counts the networks attached according to the records.
 func attachedNetworks(mgr *attach.Manager) float64 {
-	recs, _ := mgr.Store().List()
+	recs, _ := mgr.Records()
 	n := 0
 	for _, r := range recs {
 		if r.Phase == state.PhaseAttached {
@@ -307,8 +309,8 @@ func attachedNetworks(mgr *attach.Manager) float64 {
 
 // startWatchers runs the daemon's background work: releasing sandboxes whose
 // netns disappears, and reloading the CNI configs when confDir changes.
-func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) error {
-	if err := reconcile.WatchNetns(ctx, mgr, log, reconcile.DefaultSweep); err != nil {
+func startWatchers(ctx context.Context, mgr *attach.Built, log *logrus.Entry) error {
+	if err := reconcile.WatchNetns(ctx, mgr.Manager, log, reconcile.DefaultSweep); err != nil {
 		return err
 	}
 	cfg := mgr.Config()
@@ -319,7 +321,7 @@ func startWatchers(ctx context.Context, mgr *attach.Manager, log *logrus.Entry) 
 		default:
 		}
 	}
-	if err := reconcile.WatchConfigs(ctx, mgr.Engine(), cfg.ConfDir, log, onReload); err != nil {
+	if err := reconcile.WatchConfigs(ctx, mgr.Engine, cfg.ConfDir, log, onReload); err != nil {
 		// Not fatal: the configs loaded at start keep working.
 		log.WithError(err).Warn("not watching the CNI config dir; changes need a restart")
 	}

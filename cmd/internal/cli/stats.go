@@ -29,7 +29,7 @@ func dumpStatsOnSIGUSR1(ctx context.Context, mgr func() *attach.Manager, log *lo
 				runtime.ReadMemStats(&ms)
 				records := -1
 				if m := mgr(); m != nil {
-					recs, _ := m.Store().List()
+					recs, _ := m.Records()
 					records = len(recs)
 				}
 				log.WithFields(logrus.Fields{
