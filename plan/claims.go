@@ -17,13 +17,6 @@ import (
 	"github.com/nri-cni/nri-cni/state"
 )
 
-// The claim config's type: an opaque DeviceConfiguration of driver
-// nri-cni.io.
-const (
-	NetworkConfigAPIVersion = "nri-cni.io/v1alpha1"
-	NetworkConfigKind       = "NetworkConfig"
-)
-
 // ErrBadClaimConfig wraps every error of a claim's NetworkConfig; the
 // message names the claim, the config and the key.
 var ErrBadClaimConfig = errors.New("invalid NetworkConfig")

@@ -33,6 +33,7 @@ func TestParseNetworkConfig(t *testing.T) {
 		msg     string // a fragment of the error
 	}{
 		{name: "none"},
+		{name: "type only", configs: []ClaimConfig{netConf(``), classConf(`,"mac":null`)}},
 		{name: "every key", configs: []ClaimConfig{netConf(`,"interface":"data0","ips":["10.1.0.5/24"],"mac":"02:00:00:00:00:05",` +
 			`"default-route":["10.1.0.1"],"cni-args":{"team":"a"},"bandwidth":{"ingressRate":1000000,"ingressBurst":1000},` +
 			`"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]`)},

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nri-cni/nri-cni/apis/v1alpha1"
 	"regexp"
 	"strings"
 
@@ -32,9 +33,10 @@ const AnnotationNPWGNetworks = "k8s.v1.cni.cncf.io/networks"
 // the pod for that resource goes to the chain as its deviceID.
 const AnnotationResourceName = "k8s.v1.cni.cncf.io/resourceName"
 
-// ErrUnsupportedField: a selection element uses a key of the NPWG spec that
-// nri-cni does not implement; the pod fails rather than starting without it.
-var ErrUnsupportedField = errors.New("not supported by nri-cni")
+// ErrUnsupportedField: a selection element (or a claim's NetworkConfig)
+// uses a key of the NPWG spec that nri-cni does not implement; the pod
+// fails rather than starting without it.
+var ErrUnsupportedField = v1alpha1.ErrUnsupported
 
 // ErrBadInterface: an element's interface name is refused (eth0, lo, a
 // name the kernel refuses, or one another element of the pod has).

@@ -57,15 +57,3 @@ func npwgKeyOf(c string) string {
 	}
 	return c
 }
-
-// networkConfigKeys are a NetworkConfig's keys (besides apiVersion and
-// kind), exactly as written.
-var networkConfigKeys = func() []string {
-	var out []string
-	for _, k := range npwgKeys {
-		if k.networkConfig {
-			out = append(out, k.name)
-		}
-	}
-	return out
-}()
