@@ -9,6 +9,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/nri-cni/nri-cni/loop"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -42,7 +43,7 @@ func CheckAttachments(ctx context.Context, m Checker) CheckResult {
 // RunChecks runs CheckAttachments every interval until ctx ends, logging
 // rounds that found something.
 func RunChecks(ctx context.Context, m Checker, log *logrus.Entry, interval time.Duration) {
-	every(ctx, interval, nil, false, func() {
+	loop.Every(ctx, interval, nil, false, func() {
 		res := CheckAttachments(ctx, m)
 		if res.Failed > 0 || res.Busy > 0 {
 			log.WithFields(logrus.Fields{"checked": res.Checked, "failed": res.Failed, "busy": res.Busy}).Info("drift check done")

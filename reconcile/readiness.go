@@ -10,6 +10,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/nri-cni/nri-cni/loop"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -47,5 +48,5 @@ func CheckReadiness(ctx context.Context, m StatusChecker, log *logrus.Entry) []N
 // RunReadiness checks readiness now, every interval and whenever kick
 // receives, until ctx ends.
 func RunReadiness(ctx context.Context, m StatusChecker, log *logrus.Entry, interval time.Duration, kick <-chan struct{}) {
-	every(ctx, interval, kick, true, func() { CheckReadiness(ctx, m, log) })
+	loop.Every(ctx, interval, kick, true, func() { CheckReadiness(ctx, m, log) })
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-cni/nri-cni/loop"
 	"slices"
 	"time"
 
@@ -77,16 +78,7 @@ func (d *Driver) KeepRecords(ctx context.Context, path string, every time.Durati
 		every = recordsEvery
 	}
 	k := newRecordKeeper(d, path)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		k.pass(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	loop.Every(ctx, every, nil, true, func() { k.pass(ctx) })
 }
 
 // recordKeeper is KeepRecords' memory: what it said already.

@@ -1,14 +1,16 @@
-package reconcile
+// Package loop runs the node's periodic work: one ticker loop for the
+// reconcilers and the DRA driver's record keeper.
+package loop
 
 import (
 	"context"
 	"time"
 )
 
-// every runs f every interval, and at once whenever kick (nil: never)
+// Every runs f every interval, and at once whenever kick (nil: never)
 // receives, until ctx ends; first runs it once at the start too. A run
 // that overlaps ticks skips them (time.Ticker drops ticks).
-func every(ctx context.Context, interval time.Duration, kick <-chan struct{}, first bool, f func()) {
+func Every(ctx context.Context, interval time.Duration, kick <-chan struct{}, first bool, f func()) {
 	if first {
 		f()
 	}
