@@ -74,9 +74,12 @@ func TestDRAClaimAttachesAndReports(t *testing.T) {
 
 	// What nri-cni asked the API server while the pod started: the
 	// kubelet's prepare made it read the claim; everything else is status.
+	// Requests in other namespaces are not this pod's: an earlier test's
+	// pod, failing until its namespace went, had its Events written late
+	// (client-go's broadcaster batches them), inside this window.
 	events, err := f.w.c.AuditEvents(func(ev cluster.AuditEvent) bool {
 		return strings.HasSuffix(ev.User.Username, ":nri-cni") && ev.Stage == "ResponseComplete" &&
-			!ev.RequestReceived.Before(start)
+			!ev.RequestReceived.Before(start) && (ev.ObjectRef == nil || ev.ObjectRef.Namespace == "" || ev.ObjectRef.Namespace == "default")
 	})
 	require.NoError(t, err)
 	for _, ev := range events {
