@@ -70,14 +70,14 @@ func Decode(raw []byte, maxBytes int) (NetworkConfig, error) {
 		return NetworkConfig{}, err
 	}
 	var c NetworkConfig
-	fields := fieldsByKey(&c)
+	v := reflect.ValueOf(&c).Elem()
 	for _, m := range ms {
 		if m.key != "apiVersion" && m.key != "kind" {
 			if err := checkKey(m); err != nil {
 				return NetworkConfig{}, err
 			}
 		}
-		if err := json.Unmarshal(m.value, fields[m.key]); err != nil {
+		if err := json.Unmarshal(m.value, v.FieldByIndex(fieldIndex[m.key]).Addr().Interface()); err != nil {
 			return NetworkConfig{}, fmt.Errorf("%q: %w", m.key, err)
 		}
 	}
@@ -88,16 +88,16 @@ func Decode(raw []byte, maxBytes int) (NetworkConfig, error) {
 	return c, nil
 }
 
-// fieldsByKey maps each key of c (its json tags) to its field.
-func fieldsByKey(c *NetworkConfig) map[string]any {
-	v := reflect.ValueOf(c).Elem()
-	out := make(map[string]any, v.NumField())
-	for f := range v.Type().Fields() {
+// fieldIndex is the index of each key's field in NetworkConfig (its json
+// tags), worked out once.
+var fieldIndex = func() map[string][]int {
+	out := map[string][]int{}
+	for f := range reflect.TypeFor[NetworkConfig]().Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		out[name] = v.FieldByIndex(f.Index).Addr().Interface()
+		out[name] = f.Index
 	}
 	return out
-}
+}()
 
 // checkKey judges one member of a NetworkConfig.
 func checkKey(m member) error {
