@@ -57,6 +57,13 @@ func TestKubeletPaths(t *testing.T) {
 // three devices the kubelet allocated (Allocate calls), sorted, with one Get.
 // The device-plugin directory is the host's (every cluster's): a cluster that
 // starts meanwhile in another test package takes it over.
+//
+// The pod names its node (spec.nodeName): what is checked is the kubelet's
+// allocation and its PodResources answer, not the scheduler. Scheduled, the
+// pod once stayed off Running for 2 minutes in CI with not a line about it in
+// the kubelet's log; it was created the moment the API showed the node's 4
+// devices, which the scheduler's cache may not have seen yet. On failure the
+// test prints the pod's conditions and events.
 func TestClusterDevicePluginPodResources(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -67,7 +74,8 @@ func TestClusterDevicePluginPodResources(t *testing.T) {
 	require.NoError(t, err)
 	defer func() {
 		if t.Failed() {
-			t.Logf("kubelet log tail:\n%s", tail(c.KubeletLog(), 40))
+			t.Logf("%s\nkubelet log tail:\n%s\n%s log tail:\n%s", c.DescribePod(context.Background(), "default", "devices"),
+				tail(c.KubeletLog(), 40), c.Runtime().Name(), c.Runtime().LogTail(30))
 		}
 		assert.NoError(t, c.Close(context.Background()))
 	}()
@@ -100,6 +108,7 @@ func TestClusterDevicePluginPodResources(t *testing.T) {
 				{Name: "two", Image: harness.PauseImage, ImagePullPolicy: corev1.PullNever, Resources: limits(2)},
 			},
 			TerminationGracePeriodSeconds: new(int64),
+			NodeName:                      c.NodeName,
 		},
 	}
 	pod, err = c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
