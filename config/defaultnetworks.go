@@ -15,6 +15,7 @@ import (
 const (
 	DefaultNetworksKey        = "defaultNetworks"
 	DefaultNetworksExcludeKey = "defaultNetworksExclude"
+	AdminNamespacesKey        = "kubernetes.adminNamespaces"
 )
 
 // DefaultNetwork is one entry of defaultNetworks: a confDir network by its
@@ -105,6 +106,17 @@ func (c *Config) validateDefaultNetworks() error {
 		if d.NAD() && c.Kubernetes == nil {
 			return bad(key, "%q names a NetworkAttachmentDefinition, which needs Kubernetes mode (a kubernetes: section); "+
 				"a confDir network is named without a namespace", s)
+		}
+		// A default NAD is attached to every pod nri-cni serves: whoever
+		// writes it chooses a network of every pod on the node, and can
+		// fail them all (delete it, add a resourceName). Only a namespace
+		// where admins alone write NADs may hold one.
+		if d.NAD() && !c.Kubernetes.AdminNamespace(d.Namespace) {
+			return bad(key, "%q names a NetworkAttachmentDefinition in namespace %q, which %s does not list (%q): "+
+				"a default network is attached to every pod, so whoever may write NADs there would choose a network of "+
+				"every pod on the node and could fail them all; keep default NADs in a namespace only cluster admins "+
+				"write, and list it in %s only if no tenant may create or change NADs there",
+				s, d.Namespace, AdminNamespacesKey, c.Kubernetes.Admins(), AdminNamespacesKey)
 		}
 	}
 	if k := len(c.DefaultNetworks); k > 0 {

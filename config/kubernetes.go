@@ -20,6 +20,14 @@ type KubernetesConfig struct {
 	// pods of every namespace may use. A pod may always use its own
 	// namespace's.
 	SharedNamespaces []string `json:"sharedNamespaces"`
+	// AdminNamespaces are the namespaces where only the cluster's admins
+	// create and change NetworkAttachmentDefinitions. A defaultNetworks
+	// entry may name a NAD only in one of them: a default NAD is attached
+	// to every pod of the node, so whoever writes it chooses a network of
+	// every pod (and can fail every pod by deleting it). nil: the default,
+	// [kube-system] (Multus's multusNamespace); []: none (defaultNetworks
+	// then names confDir networks only).
+	AdminNamespaces []string `json:"adminNamespaces"`
 	// NPWGAnnotation makes nri-cni honour the NPWG annotation
 	// k8s.v1.cni.cncf.io/networks. Off by default: on a node where Multus
 	// also runs, both would attach the same networks.
@@ -118,6 +126,29 @@ func (k *KubernetesConfig) SharesNamespace(ns string) bool {
 	return false
 }
 
+// DefaultAdminNamespaces is kubernetes.adminNamespaces when nri.conf sets
+// none.
+var DefaultAdminNamespaces = []string{"kube-system"}
+
+// Admins returns AdminNamespaces or its default.
+func (k *KubernetesConfig) Admins() []string {
+	if k == nil || k.AdminNamespaces == nil {
+		return DefaultAdminNamespaces
+	}
+	return k.AdminNamespaces
+}
+
+// AdminNamespace reports whether only the cluster's admins write the
+// NetworkAttachmentDefinitions of ns (kubernetes.adminNamespaces).
+func (k *KubernetesConfig) AdminNamespace(ns string) bool {
+	for _, a := range k.Admins() {
+		if a == ns {
+			return true
+		}
+	}
+	return false
+}
+
 // NPWG reports whether the NPWG networks annotation is honoured.
 func (k *KubernetesConfig) NPWG() bool { return k != nil && k.NPWGAnnotation }
 
@@ -162,6 +193,16 @@ func (k *KubernetesConfig) validate() error {
 		}
 		if seen[ns] {
 			return bad(fmt.Sprintf("sharedNamespaces[%d]", i), "%q listed twice", ns)
+		}
+		seen[ns] = true
+	}
+	seen = map[string]bool{}
+	for i, ns := range k.AdminNamespaces {
+		if !validNamespace(ns) {
+			return bad(fmt.Sprintf("adminNamespaces[%d]", i), "%q is not a Kubernetes namespace name", ns)
+		}
+		if seen[ns] {
+			return bad(fmt.Sprintf("adminNamespaces[%d]", i), "%q listed twice", ns)
 		}
 		seen[ns] = true
 	}
