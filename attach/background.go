@@ -16,7 +16,9 @@ package attach
 // never holds every slot, so a tenant queueing many slow or failing
 // attaches delays its own pods, not the others'. A pod's budget
 // (BackgroundAttachBudget) starts when it has a slot; its wait for one is
-// bounded apart (BackgroundQueueWait).
+// bounded apart (BackgroundQueueWait), and for a pod whose container waits
+// in the await hook by the hook's deadline (Urgent: rescued beside the
+// slots in time).
 //
 // Contract, per sandbox id (on top of the package's):
 //   - at most one background attach is queued or in flight; a second start
@@ -65,6 +67,11 @@ const (
 	// rollbackHold bounds how long a failed attach keeps its slot after
 	// its budget, while its rollback ends.
 	rollbackHold = BackgroundAttachBudget
+	// RescueMargin: an attach a container waits for (Urgent) that still
+	// waits for a slot when only its budget and this margin are left
+	// before the container's deadline runs beside the slots (slots.go), so
+	// it ends before the deadline even if it takes its whole budget.
+	RescueMargin = 5 * time.Second
 )
 
 // ErrAttachPending: the pod's background attach did not end before the
@@ -79,6 +86,10 @@ type inflight struct {
 	cancel context.CancelFunc
 	queued time.Time    // when it started waiting for a slot
 	slot   atomic.Int64 // when it got one (unix ns; 0: still waiting)
+	// rescue is closed when a container of the pod can wait no longer
+	// (Urgent); urge arms it once.
+	rescue chan struct{}
+	urge   sync.Once
 }
 
 // Background runs a Manager's background attaches and tracks those queued
@@ -90,14 +101,14 @@ type Background struct {
 	inflight map[string]*inflight
 	slots    *slots
 	wg       sync.WaitGroup
-	// budget, maxWait, hold: BackgroundAttachBudget, BackgroundQueueWait,
-	// rollbackHold (shorter in tests).
-	budget, maxWait, hold time.Duration
+	// budget, maxWait, hold, rescue: BackgroundAttachBudget,
+	// BackgroundQueueWait, rollbackHold, RescueMargin (shorter in tests).
+	budget, maxWait, hold, rescue time.Duration
 }
 
 func newBackground(m *Manager) *Background {
 	return &Background{m: m, inflight: map[string]*inflight{}, slots: newSlots(backgroundSlots, backgroundShare),
-		budget: BackgroundAttachBudget, maxWait: BackgroundQueueWait, hold: rollbackHold}
+		budget: BackgroundAttachBudget, maxWait: BackgroundQueueWait, hold: rollbackHold, rescue: RescueMargin}
 }
 
 // Start starts sb's attach in the background and returns at once (false
@@ -125,7 +136,7 @@ func (b *Background) Ensure(ctx context.Context, sb Sandbox, pidless bool) (star
 func (b *Background) start(sb Sandbox, ifAbsent bool) bool {
 	// Cancelled by a Detach (cancel); the budget is set once a slot is had.
 	qctx, cancel := context.WithCancel(context.Background())
-	f := &inflight{done: make(chan struct{}), cancel: cancel, queued: time.Now()}
+	f := &inflight{done: make(chan struct{}), cancel: cancel, queued: time.Now(), rescue: make(chan struct{})}
 	b.mu.Lock()
 	if _, ok := b.inflight[sb.ID]; ok {
 		b.mu.Unlock()
@@ -148,7 +159,7 @@ func (b *Background) start(sb Sandbox, ifAbsent bool) bool {
 func (b *Background) run(qctx context.Context, f *inflight, sb Sandbox, ifAbsent bool) {
 	m := b.m
 	log := m.logFor(sb).WithFields(logrus.Fields{"event": "RunPodSandbox", "background": true})
-	release, err := b.slots.acquire(qctx, slotKey(sb), b.maxWait)
+	release, rescued, err := b.slots.acquire(qctx, slotKey(sb), b.maxWait, f.rescue)
 	if err != nil {
 		f.err = fmt.Errorf("%s: background attach: %w", PodRef(sb), err)
 		if errors.Is(err, ErrNoAttachSlot) {
@@ -161,6 +172,11 @@ func (b *Background) run(qctx context.Context, f *inflight, sb Sandbox, ifAbsent
 	defer release()
 	start := time.Now()
 	f.slot.Store(start.UnixNano())
+	if rescued {
+		log.WithFields(logrus.Fields{"queued": start.Sub(f.queued).Round(time.Millisecond), "slots": b.slots.stats()}).
+			Warn("attach rescued: a container of the pod waits for it and other namespaces' attaches hold the node's slots; " +
+				"it runs beside them so that the container's start does not fail for their sake")
+	}
 	ctx, cancelBudget := context.WithTimeout(qctx, b.budget)
 	defer cancelBudget()
 	var rec *state.Record
@@ -241,6 +257,32 @@ func (f *inflight) pending(s *slots) error {
 	st := s.stats()
 	return fmt.Errorf("%w (queued %s for one of the node's %d attach slots: %d attaches of %d namespaces waiting)",
 		ErrAttachPending, time.Since(f.queued).Round(time.Second), st.Slots, st.Waiting, st.Namespaces)
+}
+
+// Urgent tells id's background attach, if it still waits for a slot,
+// that a container of its pod waits for it until deadline (the await hook,
+// which fails the container's start then: for a pod with restartPolicy
+// Never, for good). Once only its budget and RescueMargin are left before
+// deadline, the attach stops waiting for its namespace's turn: it runs
+// beside the node's slots unless its namespace holds one already (slots.go).
+// So a pod's container never fails to start because other namespaces keep
+// the slots busy. The first call's deadline counts (a pod's first container
+// asks first).
+func (b *Background) Urgent(id string, deadline time.Time) {
+	b.mu.Lock()
+	f, ok := b.inflight[id]
+	b.mu.Unlock()
+	if !ok || f.slot.Load() != 0 {
+		return
+	}
+	after := time.Until(deadline) - b.budget - b.rescue
+	f.urge.Do(func() {
+		if after <= 0 {
+			close(f.rescue)
+			return
+		}
+		time.AfterFunc(after, func() { close(f.rescue) })
+	})
 }
 
 // Poll is Wait without waiting: pending while id's background attach is

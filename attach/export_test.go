@@ -12,3 +12,6 @@ func (b *Background) SetBackgroundLimits(total, share int, budget, maxWait time.
 
 // RunningIn is how many slots a namespace's attaches hold.
 func (b *Background) RunningIn(namespace string) int { return b.slots.runningIn(namespace) }
+
+// SetRescueMargin replaces RescueMargin (a test's budget is short).
+func (b *Background) SetRescueMargin(d time.Duration) { b.rescue = d }

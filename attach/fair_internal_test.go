@@ -89,7 +89,7 @@ func TestRoundRobinEligibleAndRemove(t *testing.T) {
 func acquireAsync(ctx context.Context, s *slots, key string, maxWait time.Duration) chan func() {
 	got := make(chan func(), 1)
 	go func() {
-		release, err := s.acquire(ctx, key, maxWait)
+		release, _, err := s.acquire(ctx, key, maxWait, nil)
 		if err != nil {
 			got <- nil
 			return
@@ -146,7 +146,7 @@ func TestSlotsKeepOneForTheOtherNamespaces(t *testing.T) {
 	assert.Equal(t, 3, s.runningIn("hostile"))
 	assert.Equal(t, BackgroundStats{Slots: 4, Share: 3, Running: 3, Waiting: 17, Namespaces: 1}, s.stats())
 
-	release, err := s.acquire(ctx, "victim", time.Second)
+	release, _, err := s.acquire(ctx, "victim", time.Second, nil)
 	require.NoError(t, err, "the slot kept for the others")
 	assert.Equal(t, 17, s.stats().Waiting, "no hostile attach went first")
 	release()
@@ -224,17 +224,17 @@ func TestSlotsNewcomerWaitsForSlotsNotQueues(t *testing.T) {
 // queue; a cancelled waiter leaves it too.
 func TestSlotsWaitIsBoundedAndCancellable(t *testing.T) {
 	s := newSlots(1, 1)
-	release, err := s.acquire(context.Background(), "a", time.Second)
+	release, _, err := s.acquire(context.Background(), "a", time.Second, nil)
 	require.NoError(t, err)
 
-	_, err = s.acquire(context.Background(), "b", 50*time.Millisecond)
+	_, _, err = s.acquire(context.Background(), "b", 50*time.Millisecond, nil)
 	require.ErrorIs(t, err, ErrNoAttachSlot)
 	assert.Contains(t, err.Error(), `waited 50ms; 1 of the node's 1 attach slots busy, 0 attaches of 0 namespaces waiting (namespace "b": 0 running, 0 waiting`)
 	assert.Equal(t, 0, s.stats().Waiting)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	got := make(chan error, 1)
-	go func() { _, err := s.acquire(ctx, "c", time.Minute); got <- err }()
+	go func() { _, _, err := s.acquire(ctx, "c", time.Minute, nil); got <- err }()
 	waitQueued(t, s, 1)
 	cancel(errors.New("the sandbox stopped"))
 	assert.EqualError(t, <-got, "the sandbox stopped")

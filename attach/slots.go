@@ -25,19 +25,33 @@ var ErrNoAttachSlot = errors.New("no background attach slot came free in time")
 // slotWaiter is one attach waiting for a slot; ready is closed when it
 // gets one (granted set first, under the slots' lock).
 type slotWaiter struct {
+	key     string
 	ready   chan struct{}
 	granted bool
+	// urgent: its pod's container waits for it (the await hook) and would
+	// fail to start if it waited longer; rescued: granted beside the slots.
+	urgent, rescued bool
 }
 
 // slots hands out the background attach slots. Its lock is held only to
 // queue, grant or release, never while an attach runs.
+//
+// Rescue: the slots bound the node's CNI work, but a container whose pod's
+// attach waits for a slot must not fail to start because other namespaces
+// keep them busy (a container the await hook holds fails its start at the
+// hook's deadline, and a pod with restartPolicy Never fails for good). A
+// waiter marked urgent (rescue) whose namespace holds no slot runs at
+// once, beside the slots: one per namespace at a time, so a namespace
+// delays its own pods, never another's past the rescue.
 type slots struct {
 	mu      sync.Mutex
 	total   int            // slots, node-wide
 	share   int            // the most one key holds at once
 	busy    int            // slots held
-	running map[string]int // slots held per key
+	running map[string]int // slots (and rescues) held per key
+	rescues int            // attaches running beside the slots
 	waiting RoundRobin[*slotWaiter]
+	urgent  []*slotWaiter // waiters marked urgent, still waiting
 }
 
 func newSlots(total, share int) *slots {
@@ -45,69 +59,119 @@ func newSlots(total, share int) *slots {
 }
 
 // acquire waits for a slot for key, at most maxWait (ErrNoAttachSlot,
-// saying how busy the slots were) or until ctx ends (its cause). release
-// gives the slot back; call it exactly once.
-func (s *slots) acquire(ctx context.Context, key string, maxWait time.Duration) (release func(), err error) {
-	w := &slotWaiter{ready: make(chan struct{})}
+// saying how busy the slots were) or until ctx ends (its cause). When
+// rescue is closed the waiter becomes urgent (see slots) and maxWait no
+// longer applies: whoever closed it bounds the wait. release gives the
+// slot back; call it exactly once. rescued: granted beside the slots.
+func (s *slots) acquire(ctx context.Context, key string, maxWait time.Duration, rescue <-chan struct{}) (release func(), rescued bool, err error) {
+	w := &slotWaiter{key: key, ready: make(chan struct{})}
 	s.mu.Lock()
 	s.waiting.Push(key, w)
 	s.grantLocked()
 	s.mu.Unlock()
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
-	select {
-	case <-w.ready:
-		return s.releaser(key), nil
-	case <-ctx.Done():
-		err = context.Cause(ctx)
-	case <-timer.C:
+	timeout := timer.C
+wait:
+	for {
+		select {
+		case <-w.ready:
+			return s.releaser(w), w.rescued, nil
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+			break wait
+		case <-rescue:
+			rescue, timeout = nil, nil
+			s.mu.Lock()
+			if !w.granted {
+				w.urgent = true
+				s.urgent = append(s.urgent, w)
+				s.grantLocked()
+			}
+			s.mu.Unlock()
+		case <-timeout:
+			break wait
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.granted { // granted as we gave up
 		if ctx.Err() == nil {
-			return s.releaser(key), nil
+			return s.releaser(w), w.rescued, nil
 		}
-		s.releaseLocked(key)
-		return nil, err
+		s.releaseLocked(w)
+		return nil, false, err
 	}
 	s.waiting.Remove(key, w)
+	s.dropUrgentLocked(w)
 	if err == nil {
 		err = fmt.Errorf("%w: waited %s; %s", ErrNoAttachSlot, maxWait, s.describeLocked(key))
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // grantLocked hands the free slots to the waiters, taking the keys in
-// turn and passing over those holding their share.
+// turn and passing over those holding their share; then it rescues the
+// urgent waiters whose key holds nothing.
 func (s *slots) grantLocked() {
 	for s.busy < s.total {
 		w, key, ok := s.waiting.Pop(func(k string) bool { return s.running[k] < s.share })
 		if !ok {
-			return
+			break
 		}
 		s.busy++
 		s.running[key]++
 		w.granted = true
+		s.dropUrgentLocked(w)
+		close(w.ready)
+	}
+	for i := 0; i < len(s.urgent); {
+		w := s.urgent[i]
+		if s.running[w.key] > 0 {
+			i++
+			continue
+		}
+		s.waiting.Remove(w.key, w)
+		s.urgent = append(s.urgent[:i], s.urgent[i+1:]...)
+		s.rescues++
+		s.running[w.key]++
+		w.granted, w.rescued = true, true
 		close(w.ready)
 	}
 }
 
-func (s *slots) releaser(key string) func() {
+// dropUrgentLocked forgets w as urgent (granted, or given up).
+func (s *slots) dropUrgentLocked(w *slotWaiter) {
+	if !w.urgent {
+		return
+	}
+	for i, u := range s.urgent {
+		if u == w {
+			s.urgent = append(s.urgent[:i], s.urgent[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *slots) releaser(w *slotWaiter) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.releaseLocked(key)
+			s.releaseLocked(w)
 		})
 	}
 }
 
-func (s *slots) releaseLocked(key string) {
-	s.busy--
-	if s.running[key]--; s.running[key] <= 0 {
-		delete(s.running, key)
+func (s *slots) releaseLocked(w *slotWaiter) {
+	if w.rescued {
+		s.rescues--
+	} else {
+		s.busy--
+	}
+	if s.running[w.key]--; s.running[w.key] <= 0 {
+		delete(s.running, w.key)
 	}
 	s.grantLocked()
 }
@@ -123,6 +187,7 @@ func (s *slots) describeLocked(key string) string {
 type BackgroundStats struct {
 	Slots, Share int // the node's slots, and the most one namespace holds
 	Running      int // attaches holding a slot
+	Rescued      int // attaches running beside the slots (rescued)
 	Waiting      int // attaches waiting for one
 	Namespaces   int // namespaces with attaches waiting
 }
@@ -130,7 +195,8 @@ type BackgroundStats struct {
 func (s *slots) stats() BackgroundStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return BackgroundStats{Slots: s.total, Share: s.share, Running: s.busy, Waiting: s.waiting.Len(), Namespaces: s.waiting.Keys()}
+	return BackgroundStats{Slots: s.total, Share: s.share, Running: s.busy, Rescued: s.rescues, Waiting: s.waiting.Len(),
+		Namespaces: s.waiting.Keys()}
 }
 
 // runningIn is how many slots key holds (tests).

@@ -154,6 +154,7 @@ func TestParseInvalid(t *testing.T) {
 		{"failClosed relative path", "failClosed: {containerdConfig: etc/containerd/config.toml}\n", "failClosed.containerdConfig"},
 		{"failClosed nodeRoot relative", "failClosed: {nodeRoot: host}\n", "failClosed.nodeRoot"},
 		{"failClosed grace too long", "failClosed: {restartGrace: 1h}\n", "failClosed.restartGrace"},
+		{"failClosed hook shorter than an attach may take", "failClosed: {hookTimeout: 30s}\n", "failClosed.hookTimeout: 30s must be between 40s"},
 		{"failClosed unknown key", "failClosed: {restart: true}\n", "failClosed.restart"},
 		{"maxNetworksPerPod over ifnames", "limits: {maxNetworksPerPod: 100}\n", "limits.maxNetworksPerPod"},
 		{"maxAnnotationBytes tiny", "limits: {maxAnnotationBytes: 10}\n", "limits.maxAnnotationBytes"},

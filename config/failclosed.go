@@ -14,6 +14,12 @@ const (
 	// DefaultHookTimeout bounds how long the await hook holds a container's
 	// start for its pod's attach.
 	DefaultHookTimeout = 60 * time.Second
+	// MinHookTimeout is the shortest hookTimeout: a background attach runs
+	// for up to its budget (30 s) once it has a slot, and one the hook
+	// waits for is run beside the slots at the latest its budget and a
+	// 5-s margin before the hook's deadline (attach.Background.Urgent).
+	// A shorter hook would fail containers whose attach was still on time.
+	MinHookTimeout = 40 * time.Second
 	// DefaultRestartGrace is how long a container stopped by
 	// failClosed.restartStarted gets between SIGTERM and SIGKILL: the
 	// kubelet's default terminationGracePeriodSeconds.
@@ -89,8 +95,9 @@ func (f FailClosedConfig) validate() error {
 	if d := f.RestartGrace.D(); d < 0 || d > 10*time.Minute {
 		return bad("failClosed.restartGrace", "%s must be between 0 and 10m", d)
 	}
-	if d := f.HookTimeout.D(); d < time.Second || d > 10*time.Minute {
-		return bad("failClosed.hookTimeout", "%s must be between 1s and 10m", d)
+	if d := f.HookTimeout.D(); d < MinHookTimeout || d > 10*time.Minute {
+		return bad("failClosed.hookTimeout", "%s must be between %s (a background attach's 30-s budget and the time to "+
+			"start it: a shorter hook fails containers whose pod's attach is still on time) and 10m", d, MinHookTimeout)
 	}
 	if f.HookSocket != "" && len(f.HookSocket) > maxSocketPath {
 		return bad("failClosed.hookSocket", "%q is longer than a unix socket path may be (%d)", f.HookSocket, maxSocketPath)

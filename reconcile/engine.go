@@ -45,6 +45,7 @@ type SyncEngine interface {
 	ReportLive(live []attach.Sandbox)
 	Running(sb attach.Sandbox, pidless bool) error
 	AttachIfAbsent(ctx context.Context, sb attach.Sandbox) (*state.Record, error)
+	Record(id string) (*state.Record, error)
 	ReportStartedWithout(s attach.StartedWithout)
 }
 

@@ -145,6 +145,9 @@ func (r *Resyncer) attachMissing(ctx context.Context, live []attach.Sandbox, opt
 			attachedNow, failed := err == nil && rec != nil, err != nil && !errors.Is(err, attach.ErrKnown)
 			if ctrs := opts.Running[sb.ID]; len(ctrs) > 0 && (attachedNow || failed) {
 				r.startedWithout(ctx, sb, ctrs, attachedNow)
+				if failed {
+					r.retryStarted(ctx, sb, ctrs, opts.PidlessPods)
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -2,7 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,9 @@ import (
 	"github.com/nri-cni/nri-cni/attach/attachtest"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/plan"
+	"github.com/nri-cni/nri-cni/state"
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
 
 // countingObserver is the metrics' side of the report.
@@ -174,4 +180,109 @@ func TestStopContainer(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, killed)
 	})
+}
+
+// flakyPod is a pod pinned at /pinned/<id> asking (NPWG) for a NAD whose ADD
+// fails while the returned file exists; remove it to let the ADD succeed.
+func flakyPod(t *testing.T, f *attachtest.Fixture, id string) (attach.Sandbox, func()) {
+	t.Helper()
+	failing := filepath.Join(t.TempDir(), "fail")
+	require.NoError(t, os.WriteFile(failing, nil, 0o600))
+	f.NAD(plan.NADRef{Namespace: "ns1", Name: "flaky"}, "cni-flaky", map[string]any{"failOn": "ADD", "failMsg": "no leases", "failWhile": failing})
+	f.Netns.Resolve(0, "/pinned/"+id)
+	sb := pinnedPod(id, "/pinned/"+id)
+	sb.Annotations = map[string]string{plan.AnnotationNPWGNetworks: "flaky"}
+	return sb, func() { _ = os.Remove(failing) }
+}
+
+// Issue 41, item 4: a pod whose containers started without its networks
+// and whose resync attach fails is not left so: the attach is retried with
+// backoff until it succeeds, then the pod is reported attached and (with
+// failClosed.restartStarted) its containers are restarted, now with the
+// networks in place.
+func TestStartedPodWhoseAttachFailsIsRetriedUntilAttached(t *testing.T) {
+	f := attachtest.NewKube(t, func(c *config.Config) {
+		c.FailClosed.RestartStarted = true
+		c.FailClosed.RestartGrace = config.Duration(10 * time.Second)
+	})
+	sb, heal := flakyPod(t, f, "late")
+	app := exec.Command("sleep", "60")
+	require.NoError(t, app.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- app.Wait() }()
+	t.Cleanup(func() { _ = app.Process.Kill() })
+
+	r := NewResyncer(f.Mgr, attachtest.Log())
+	r.stops.base = 20 * time.Millisecond
+	res := r.Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true, PidlessPods: true,
+		Running: map[string][]Container{"late": {{Name: "app", Pid: uint32(app.Process.Pid)}}}})
+	assert.Equal(t, 1, res.Failed)
+	assert.Equal(t, 1, r.RetryingStarted(), "the failed attach of a running pod is retried")
+	// A second resync (a reconnect) starts no second loop.
+	r.Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true, PidlessPods: true,
+		Running: map[string][]Container{"late": {{Name: "app", Pid: uint32(app.Process.Pid)}}}})
+	assert.Equal(t, 1, r.RetryingStarted())
+	testenv.Eventually(t, 10*time.Second, "a few failed retries", func() bool {
+		return strings.Count(strings.Join(f.AttachCmds(), "\n"), "ADD cni-flaky") >= 3
+	})
+	select {
+	case <-exited:
+		t.Fatal("restarted into a pod without its networks")
+	default:
+	}
+
+	heal()
+	r.WaitRetries()
+	rec, err := f.Mgr.Record("late")
+	require.NoError(t, err, "attached by a retry")
+	assert.Equal(t, state.PhaseAttached, rec.Phase)
+	r.WaitRestarts()
+	select {
+	case err := <-exited:
+		assert.ErrorContains(t, err, "terminated", "restarted once the pod has its networks")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the container was not stopped once the pod was attached")
+	}
+	got := f.Sink.Started()
+	require.Len(t, got, 3, "reported by each resync, and again when attached")
+	assert.False(t, got[0].Attached || got[1].Attached || got[0].Restarting || got[1].Restarting)
+	assert.True(t, got[2].Attached)
+	assert.True(t, got[2].Restarting)
+}
+
+// The retries end when the pod is gone (its sandbox no longer runs), and
+// without restartStarted an attached pod's containers are left alone.
+func TestStartedPodRetriesEndWhenThePodIsGone(t *testing.T) {
+	f := attachtest.NewKube(t, nil)
+	sb, _ := flakyPod(t, f, "gone")
+	r := NewResyncer(f.Mgr, attachtest.Log())
+	r.stops.base = 20 * time.Millisecond
+	r.Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true, PidlessPods: true,
+		Running: map[string][]Container{"gone": {{Name: "app", Pid: 1}}}})
+	require.Equal(t, 1, r.RetryingStarted())
+	f.Netns.Kill("/pinned/gone")
+	r.WaitRetries()
+	assert.Zero(t, r.RetryingStarted())
+	_, err := f.Mgr.Record("gone")
+	assert.ErrorIs(t, err, state.ErrNotFound)
+}
+
+// Another path attaching the pod meanwhile (a new container's
+// CreateContainer) ends the retries too, as attached.
+func TestStartedPodAttachedElsewhereEndsTheRetries(t *testing.T) {
+	f := attachtest.NewKube(t, nil)
+	sb, heal := flakyPod(t, f, "other")
+	r := NewResyncer(f.Mgr, attachtest.Log())
+	r.stops.base = 200 * time.Millisecond
+	r.Sync(context.Background(), []attach.Sandbox{sb}, SyncOptions{AttachMissing: true, PidlessPods: true,
+		Running: map[string][]Container{"other": {{Name: "app", Pid: 1}}}})
+	heal()
+	rec, err := f.Mgr.EnsureAttached(attachtest.WithDeadline(t, time.Minute), sb, true)
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	r.WaitRetries()
+	got := f.Sink.Started()
+	require.Len(t, got, 2)
+	assert.True(t, got[1].Attached)
+	assert.False(t, got[1].Restarting, "restartStarted is off")
 }

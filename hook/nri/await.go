@@ -221,6 +221,11 @@ func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) 
 	case err != nil && !errors.Is(err, state.ErrNotFound):
 		return false, err
 	}
+	// The container fails to start at ctx's deadline: an attach still
+	// queued behind other namespaces' is run in time (attach.Background.Urgent).
+	if d, ok := ctx.Deadline(); ok {
+		mgr.Background().Urgent(id, d)
+	}
 	found, err := mgr.Background().Wait(ctx, id)
 	switch {
 	case errors.Is(err, attach.ErrAttachPending):
@@ -248,6 +253,9 @@ func (p *Plugin) awaitStep(ctx context.Context, mgr *attach.Manager, id string) 
 		// Nothing to start: attached meanwhile, or nothing to attach.
 		rec, err = mgr.Record(id)
 		return errors.Is(err, state.ErrNotFound) || err == nil && rec.Phase == state.PhaseAttached, nil
+	}
+	if d, ok := ctx.Deadline(); ok {
+		mgr.Background().Urgent(id, d)
 	}
 	_, err = mgr.Background().Wait(ctx, id)
 	switch {

@@ -307,7 +307,8 @@ func TestRequiredPluginsPolicy(t *testing.T) {
 	require.NotNil(t, p.Spec.MatchConstraints)
 	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 	rule := p.Spec.MatchConstraints.ResourceRules[0]
-	assert.Equal(t, []admissionv1.OperationType{admissionv1.Create}, rule.Operations, "pod CREATE only")
+	assert.Equal(t, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, rule.Operations,
+		"pod CREATE, and UPDATE: networks added by hot-plug must be waited for too")
 	assert.Equal(t, []string{"pods"}, rule.Resources)
 	assert.Equal(t, []string{""}, rule.APIGroups)
 
@@ -321,6 +322,11 @@ func TestRequiredPluginsPolicy(t *testing.T) {
 	}
 	assert.Contains(t, conds["not-nri-cni"], fmt.Sprintf("labels['app.kubernetes.io/name'] != '%s'", ds.Labels["app.kubernetes.io/name"]))
 	assert.Contains(t, conds["not-host-network"], "object.spec.hostNetwork")
+	// nri-cni's own network-status patch (an UPDATE) is never mutated: its
+	// ValidatingAdmissionPolicy lets it change that annotation alone.
+	sa := fmt.Sprintf("system:serviceaccount:%s:%s", b.DaemonSet.Namespace, ds.Spec.ServiceAccountName)
+	assert.Contains(t, conds["not-nri-cni-status-patch"], "request.operation == 'CREATE'")
+	assert.Contains(t, conds["not-nri-cni-status-patch"], "request.userInfo.username != '"+sa+"'")
 	vars := map[string]string{}
 	for _, v := range p.Spec.Variables {
 		vars[v.Name] = v.Expression

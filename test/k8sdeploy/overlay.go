@@ -543,6 +543,13 @@ func nadPolicyNamespaces(conf map[string]any) (k, nss map[string]any, err error)
 	return k, nss, nil
 }
 
+// NADPolicyNamespaces is nri.conf's kubernetes section and its
+// kubernetes.nadPolicy.namespaces (made if absent), for a test that gives
+// namespaces of its own a rule.
+func NADPolicyNamespaces(conf map[string]any) (k, nss map[string]any, err error) {
+	return nadPolicyNamespaces(conf)
+}
+
 // RecorderType is the recording fake CNI plugin's type (in CNIBin).
 const RecorderType = "cni-recorder"
 

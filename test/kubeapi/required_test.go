@@ -24,7 +24,10 @@ import (
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/test/cluster"
@@ -114,8 +117,8 @@ func requiredCases() []requiredCase {
 // TestRequiredPluginsPolicy: deploy/base's required-plugins
 // MutatingAdmissionPolicy (deploy/base-1.34's before Kubernetes 1.36),
 // applied as shipped to a real API server: the annotation it leaves on pod
-// CREATEs (dry-run and real), checked with NRI's own default validator; no
-// UPDATE mutated; a mutating webhook that adds the networks annotation after
+// CREATEs (dry-run and real), checked with NRI's own default validator; an
+// UPDATE adding networks (hot-plug) mutated, nri-cni's own not; a mutating webhook that adds the networks annotation after
 // it (reinvocation); and how long after `kubectl apply` it takes effect.
 func TestRequiredPluginsPolicy(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -165,6 +168,10 @@ func TestRequiredPluginsPolicy(t *testing.T) {
 		return err == nil && p.Annotations[requiredPodKey] != ""
 	}
 	require.False(t, mutated(), "no pod mutated before the policy is applied")
+	// A pod that asks, created before the policy (UpdateMutated).
+	legacy, err := admit(ctx, c, requiredPod(ns, "legacy", map[string]string{plan.AnnotationNetworks: "secondary"}), false)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), legacy.Name, metav1.DeleteOptions{}) })
 	var pickups []time.Duration
 	for round := range 5 {
 		if round > 0 {
@@ -229,7 +236,7 @@ func TestRequiredPluginsPolicy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, `["nri-cni"]`, out)
 	})
-	t.Run("UpdateNotMutated", func(t *testing.T) { checkUpdateNotMutated(ctx, t, c, ns) })
+	t.Run("UpdateMutated", func(t *testing.T) { checkUpdateMutated(ctx, t, c, ns, legacy) })
 	t.Run("Reinvocation", func(t *testing.T) { checkReinvocation(ctx, t, c, ns) })
 }
 
@@ -372,9 +379,16 @@ func admit(ctx context.Context, c *cluster.Cluster, pod *corev1.Pod, dryRun bool
 	return c.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts)
 }
 
-// checkUpdateNotMutated: the networks annotation added by an update (a
-// pod's annotations may change) leaves the pod without the requirement.
-func checkUpdateNotMutated(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
+// checkUpdateMutated (issue 41, item 5): a pod that gets networks later,
+// by hot-plug (its networks annotation added by an update), gets the
+// requirement in the same update, so that its next sandbox (the pause
+// container died, the node rebooted: the kubelet takes the sandbox's
+// annotations from the pod as it is then) waits for nri-cni too. nri-cni's
+// own update (its network-status patch, which its ValidatingAdmissionPolicy
+// lets change nothing else) is never mutated: legacy, a pod that asks and
+// was created before the policy, keeps its annotations through it, and gets
+// the requirement at the next update of anyone else.
+func checkUpdateMutated(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, legacy *corev1.Pod) {
 	p, err := admit(ctx, c, requiredPod(ns, "updated", map[string]string{"keep": "1"}), false)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}) })
@@ -382,7 +396,30 @@ func checkUpdateNotMutated(ctx context.Context, t *testing.T, c *cluster.Cluster
 	p.Annotations[plan.AnnotationNetworks] = "secondary"
 	got, err := c.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"keep": "1", plan.AnnotationNetworks: "secondary"}, got.Annotations, "UPDATE not mutated")
+	assert.Equal(t, map[string]string{"keep": "1", plan.AnnotationNetworks: "secondary", requiredPodKey: `["nri-cni"]`},
+		got.Annotations, "the networks added by an UPDATE are waited for")
+	checkRequired(t, requiredCase{annotations: map[string]string{"keep": "1", plan.AnnotationNetworks: "secondary"},
+		want: `["nri-cni"]`, guarded: true}, got.Annotations)
+
+	// As nri-cni's ServiceAccount (impersonated, with the admin's rights:
+	// the policy looks at the user name only).
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:nri-cni", Groups: []string{"system:masters"}}
+	as, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	require.NotContains(t, legacy.Annotations, requiredPodKey, "created before the policy")
+	status := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:"[]"}}}`, legacy.UID, "k8s.v1.cni.cncf.io/network-status")
+	got, err = as.CoreV1().Pods(ns).Patch(ctx, legacy.Name, types.MergePatchType, []byte(status), metav1.PatchOptions{})
+	require.NoError(t, err)
+	want := map[string]string{"k8s.v1.cni.cncf.io/network-status": "[]"}
+	for k, v := range legacy.Annotations {
+		want[k] = v
+	}
+	assert.Equal(t, want, got.Annotations, "nri-cni's network-status patch is not mutated")
+	got, err = c.Client.CoreV1().Pods(ns).Patch(ctx, legacy.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"1"}}}`),
+		metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, `["nri-cni"]`, got.Annotations[requiredPodKey], "anyone else's update of a pod that asks adds it")
 }
 
 // checkReinvocation: a mutating webhook (served here, called by the API
