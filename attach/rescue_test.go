@@ -43,6 +43,18 @@ func rescueFixture(t *testing.T) (*attachtest.Fixture, *attach.Background, func(
 	return kf, bg, unhold
 }
 
+// fillSlots starts pods h1-a and h2-a, whose failed attaches keep both
+// slots while their rollbacks hang.
+func fillSlots(t *testing.T, bg *attach.Background) []attach.Sandbox {
+	t.Helper()
+	pods := []attach.Sandbox{nsPod("h1-a", "h1", "stuck", 11), nsPod("h2-a", "h2", "stuck", 12)}
+	for _, sb := range pods {
+		require.True(t, bg.Start(sb))
+	}
+	testenv.Eventually(t, 10*time.Second, "h1 and h2 to hold the slots", func() bool { return bg.Stats().Running == 2 })
+	return pods
+}
+
 // awaitUntil is the await hook's wait: Urgent, then Wait, with the hook's
 // deadline.
 func awaitUntil(t *testing.T, bg *attach.Background, id string, d time.Duration) error {
@@ -91,11 +103,7 @@ func TestAwaitedAttachIsRescuedFromOtherNamespacesSlots(t *testing.T) {
 // attaches, as before. Only the other namespaces are protected from it.
 func TestAwaitedAttachOfABusyNamespaceIsNotRescued(t *testing.T) {
 	kf, bg, unhold := rescueFixture(t)
-	first := []attach.Sandbox{nsPod("h1-a", "h1", "stuck", 11), nsPod("h2-a", "h2", "stuck", 12)}
-	for _, sb := range first {
-		require.True(t, bg.Start(sb))
-	}
-	testenv.Eventually(t, 10*time.Second, "h1 and h2 to hold the slots", func() bool { return bg.Stats().Running == 2 })
+	first := fillSlots(t, bg)
 	own := nsPod("h1-b", "h1", "quick", 13)
 	require.True(t, bg.Start(own))
 	// Urgent from 200 ms on; looked at after 1 s.
@@ -121,11 +129,7 @@ func TestAwaitedAttachOfABusyNamespaceIsNotRescued(t *testing.T) {
 // beside the slots.
 func TestQueuedAttachWithoutAContainerWaitsItsTurn(t *testing.T) {
 	kf, bg, unhold := rescueFixture(t)
-	hostile := []attach.Sandbox{nsPod("h1-a", "h1", "stuck", 11), nsPod("h2-a", "h2", "stuck", 12)}
-	for _, sb := range hostile {
-		require.True(t, bg.Start(sb))
-	}
-	testenv.Eventually(t, 10*time.Second, "h1 and h2 to hold the slots", func() bool { return bg.Stats().Running == 2 })
+	hostile := fillSlots(t, bg)
 	victim := nsPod("victim-a", "victim", "quick", 21)
 	require.True(t, bg.Start(victim))
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)

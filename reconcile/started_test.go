@@ -97,11 +97,7 @@ func TestSyncRestartsContainersStartedWithoutNetworks(t *testing.T) {
 		c.FailClosed.RestartGrace = config.Duration(10 * time.Second)
 	})
 	f.Netns.Resolve(0, "/pinned/late")
-	app := exec.Command("sleep", "60")
-	require.NoError(t, app.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- app.Wait() }()
-	t.Cleanup(func() { _ = app.Process.Kill() })
+	app, exited := sleeper(t)
 
 	r := NewResyncer(f.Mgr, attachtest.Log())
 	res := r.Sync(context.Background(), []attach.Sandbox{pinnedWith("late", "alpha")}, SyncOptions{AttachMissing: true,
@@ -206,11 +202,7 @@ func TestStartedPodWhoseAttachFailsIsRetriedUntilAttached(t *testing.T) {
 		c.FailClosed.RestartGrace = config.Duration(10 * time.Second)
 	})
 	sb, heal := flakyPod(t, f, "late")
-	app := exec.Command("sleep", "60")
-	require.NoError(t, app.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- app.Wait() }()
-	t.Cleanup(func() { _ = app.Process.Kill() })
+	app, exited := sleeper(t)
 
 	r := NewResyncer(f.Mgr, attachtest.Log())
 	r.stops.base = 20 * time.Millisecond
@@ -285,4 +277,15 @@ func TestStartedPodAttachedElsewhereEndsTheRetries(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.True(t, got[1].Attached)
 	assert.False(t, got[1].Restarting, "restartStarted is off")
+}
+
+// sleeper is a process standing for a container; exited gets its end.
+func sleeper(t *testing.T) (*exec.Cmd, chan error) {
+	t.Helper()
+	app := exec.Command("sleep", "60")
+	require.NoError(t, app.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- app.Wait() }()
+	t.Cleanup(func() { _ = app.Process.Kill() })
+	return app, exited
 }
