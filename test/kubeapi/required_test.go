@@ -171,7 +171,9 @@ func TestRequiredPluginsPolicy(t *testing.T) {
 	// A pod that asks, created before the policy (UpdateMutated).
 	legacy, err := admit(ctx, c, requiredPod(ns, "legacy", map[string]string{plan.AnnotationNetworks: "secondary"}), false)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), legacy.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), legacy.Name, metav1.DeleteOptions{})
+	})
 	var pickups []time.Duration
 	for round := range 5 {
 		if round > 0 {
