@@ -156,10 +156,12 @@ func TestSlowNamespacesCannotFailAnotherNamespacesJob(t *testing.T) {
 		return false, toJSON(pod.Status)
 	})
 	took := time.Since(created)
-	_, st := f.readySandbox(&pod)
-	_, has, err := harness.PodIface(st.NetnsPath, "net1")
-	require.NoError(t, err)
-	assert.True(t, has, "the victim's pod has its network")
+	// The recording plugin makes no interface: the attach is what nri-cni
+	// reports (network-status) and keeps (its record, attached).
+	entries := f.networkStatus(victim, pod.Name, 2)
+	assert.Equal(t, victim+"/quick", entries[1].Name, "the victim's pod has its network")
+	id, _ := f.readySandbox(&pod)
+	assert.NotEmpty(t, f.nodeFiles(id), "nri-cni's record of the victim's sandbox")
 	assert.Zero(t, pod.Status.ContainerStatuses[0].RestartCount)
 	t.Logf("the victim Job's container ran with net1 %s after the Job was created, beside %d hostile pods holding the slots",
 		took.Round(time.Millisecond), 6)
