@@ -55,35 +55,6 @@ func hostLikeTree(t *testing.T) string {
 	return root
 }
 
-func TestResolveInRoot(t *testing.T) {
-	t.Parallel()
-	root := hostLikeTree(t)
-	tests := []struct {
-		in, want string // want "" = an error
-	}{
-		{"/var/run/netns/pod1", "/run/netns/pod1"},
-		{"/opt/cni/bin/bridge", "/usr/libexec/cni/bridge"},
-		{"/opt/other/host-local", "/usr/libexec/cni/bridge"},
-		{"/opt/other/escape", "/usr/libexec/cni/bridge"},
-		{"/../../opt/cni/bin/bridge", "/usr/libexec/cni/bridge"},
-		{"/opt/other/dir", "/opt/other/dir"},
-		{"/", "/"},
-		{"/opt/other/loop1", ""},
-		{"/opt/other/to-nri-cni-passwd", ""}, // <root>/etc/passwd does not exist
-		{"/missing/x", ""},
-	}
-	for _, tt := range tests {
-		got, err := resolveInRoot(root, tt.in)
-		if tt.want == "" {
-			assert.Error(t, err, "%s resolved to %s", tt.in, got)
-			continue
-		}
-		if assert.NoError(t, err, tt.in) {
-			assert.Equal(t, filepath.Join(root, tt.want), got, tt.in)
-		}
-	}
-}
-
 func TestRootExecFindInPath(t *testing.T) {
 	t.Parallel()
 	root := hostLikeTree(t)
