@@ -16,48 +16,13 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
-
-// writeTree creates files (content "") and symlinks ("->target") under root.
-func writeTree(t *testing.T, root string, tree map[string]string) {
-	t.Helper()
-	for p, v := range tree {
-		full := filepath.Join(root, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		if target, ok := strings.CutPrefix(v, "->"); ok {
-			require.NoError(t, os.Symlink(target, full))
-			continue
-		}
-		if strings.HasSuffix(p, "/") {
-			require.NoError(t, os.MkdirAll(full, 0o755))
-			continue
-		}
-		require.NoError(t, os.WriteFile(full, []byte(v), 0o755))
-	}
-}
-
-// A host's layout, as seen from outside its root: absolute symlinks must
-// lead into the root, never to nri-cni's own files.
-func hostLikeTree(t *testing.T) string {
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{
-		"run/netns/pod1":              "",
-		"var/run":                     "->/run",
-		"usr/libexec/cni/bridge":      "#!/bin/sh\n",
-		"opt/cni/bin":                 "->../../usr/libexec/cni",
-		"opt/other/host-local":        "->/usr/libexec/cni/bridge",
-		"opt/other/escape":            "->../../../../../../usr/libexec/cni/bridge",
-		"opt/other/dir/":              "",
-		"opt/other/loop1":             "->loop2",
-		"opt/other/loop2":             "->loop1",
-		"opt/other/to-nri-cni-passwd": "->/etc/passwd",
-	})
-	return root
-}
 
 func TestRootExecFindInPath(t *testing.T) {
 	t.Parallel()
-	root := hostLikeTree(t)
+	root := testenv.HostLikeRoot(t)
 	e := &rootExec{root: root}
 	tests := []struct {
 		name    string
@@ -131,7 +96,7 @@ func fakeRoot(t *testing.T) string {
 	root := t.TempDir()
 	data, err := os.ReadFile(busybox)
 	require.NoError(t, err)
-	writeTree(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"marker":                  "inside the fake root",
 		"usr/bin/sh":              string(data),
 		"bin":                     "->usr/bin",
@@ -168,7 +133,7 @@ func TestRootExecRunsChrooted(t *testing.T) {
 	for _, p := range []string{same, other} {
 		require.NoError(t, os.WriteFile(p, nil, 0o644))
 	}
-	writeTree(t, root, map[string]string{strings.TrimPrefix(other, "/"): ""})
+	testenv.WriteTree(t, root, map[string]string{strings.TrimPrefix(other, "/"): ""})
 	require.NoError(t, os.MkdirAll(filepath.Join(root, outside), 0o755))
 	require.NoError(t, os.Link(same, filepath.Join(root, same)))
 

@@ -5,58 +5,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
-
-// writeTree creates files (content as given), directories ("name/") and
-// symlinks ("->target") under root.
-func writeTree(t *testing.T, root string, tree map[string]string) {
-	t.Helper()
-	for p, v := range tree {
-		full := filepath.Join(root, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		switch target, link := strings.CutPrefix(v, "->"); {
-		case link:
-			require.NoError(t, os.Symlink(target, full))
-		case strings.HasSuffix(p, "/"):
-			require.NoError(t, os.MkdirAll(full, 0o755))
-		default:
-			require.NoError(t, os.WriteFile(full, []byte(v), 0o644))
-		}
-	}
-}
-
-// hostLikeTree is a host's layout seen from outside its root (Debian's
-// /var/run -> /run, a relative and an absolute plugin dir link): absolute
-// symlinks must lead into the root, never to this machine's own files.
-func hostLikeTree(t *testing.T) string {
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{
-		"run/netns/pod1":                "",
-		"var/run":                       "->/run",
-		"var/lib/kubelet":               "->/data/kubelet",
-		"data/kubelet/pod-resources/":   "",
-		"usr/libexec/cni/bridge":        "#!/bin/sh\n",
-		"opt/cni/bin":                   "->../../usr/libexec/cni",
-		"opt/other/host-local":          "->/usr/libexec/cni/bridge",
-		"opt/other/escape":              "->../../../../../../usr/libexec/cni/bridge",
-		"opt/other/dir/":                "",
-		"opt/other/loop1":               "->loop2",
-		"opt/other/loop2":               "->loop1",
-		"opt/other/to-this-host-passwd": "->/etc/passwd",
-	})
-	return root
-}
 
 func TestPath(t *testing.T) {
 	t.Parallel()
-	root := hostLikeTree(t)
+	root := testenv.HostLikeRoot(t)
 	tests := []struct {
 		in, want string // want "" = an error
 	}{
@@ -68,7 +29,7 @@ func TestPath(t *testing.T) {
 		{"/opt/other/escape", "/usr/libexec/cni/bridge"},
 		{"/../../opt/cni/bin/bridge", "/usr/libexec/cni/bridge"},
 		{"/opt/other/dir", "/opt/other/dir"},
-		{"/opt/other/to-this-host-passwd", "/etc/passwd"}, // the root's, which it does not have
+		{"/opt/other/to-nri-cni-passwd", "/etc/passwd"}, // the root's, which it does not have
 		{"/missing/x", "/missing/x"},
 		{"/", "/"},
 		{"/opt/other/loop1", ""},
@@ -105,8 +66,8 @@ func TestPathOwnRoot(t *testing.T) {
 
 func TestFS(t *testing.T) {
 	t.Parallel()
-	root := hostLikeTree(t)
-	writeTree(t, root, map[string]string{
+	root := testenv.HostLikeRoot(t)
+	testenv.WriteTree(t, root, map[string]string{
 		"etc/containerd/config.toml":          "->/nix/store/abc-containerd.toml", // NixOS-like
 		"nix/store/abc-containerd.toml":       "version = 3\n",
 		"etc/containerd/conf.d/nri-cni.toml":  "x\n",
