@@ -18,6 +18,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 	"golang.org/x/sys/unix"
+
+	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // Plugins run against the host (nri.conf pluginRoot).
@@ -30,8 +32,8 @@ import (
 // (the kernel's chroot in the child, then chdir "/"), as Multus thick does
 // with its chrootDir. Inside, paths mean what they mean on the host: the
 // plugin path (binDirs), CNI_PATH and CNI_NETNS are host paths. nri-cni
-// itself finds the binaries through <root><dir>, resolving symlinks as the
-// chrooted plugin will (inside the root).
+// itself finds the binaries and the netns paths under the root resolving
+// symlinks as the chrooted plugin will, inside the root (hostroot.Path).
 
 // ErrNetnsNotInRoot: a netns path nri-cni sees as a namespace is not the same
 // namespace under the plugin root (the host's / mounted without
@@ -71,7 +73,7 @@ const waitDelay = 2 * time.Second
 
 // PluginRootOn reports whether plugins run chrooted into root: any root but
 // "" and "/" (nri-cni's own).
-func PluginRootOn(root string) bool { return root != "" && filepath.Clean(root) != "/" }
+func PluginRootOn(root string) bool { return hostroot.On(root) }
 
 // FindInPath is libcni's FindInPath with paths inside the root: it returns
 // <dir>/<plugin> (the path the chrooted exec runs) for the first dir where
@@ -90,7 +92,7 @@ func (e *rootExec) FindInPath(plugin string, paths []string) (string, error) {
 	}
 	for _, dir := range paths {
 		p := filepath.Join(dir, plugin)
-		hostPath, err := resolveInRoot(e.root, p)
+		hostPath, err := hostroot.Path(e.root, p)
 		if err != nil {
 			continue
 		}
@@ -167,7 +169,8 @@ func pluginErr(err error, stdout, stderr []byte) error {
 
 // checkNetns: for a call with a netns (ADD, DEL, CHECK), when nri-cni sees
 // CNI_NETNS, the path must name the same file under the root. /proc/<pid>/
-// paths are left alone: the root's /proc is the host's (hostPID).
+// paths are left alone: the root's /proc shows nri-cni's PIDs (hostPID,
+// which every command with a pluginRoot checks at start: hostroot.CheckPIDs).
 func (e *rootExec) checkNetns(environ []string) error {
 	if e.root == "" {
 		return nil
@@ -186,7 +189,7 @@ func (e *rootExec) checkNetns(environ []string) error {
 		return nil //nolint:nilerr // gone here too: the plugin's DEL handles that
 	}
 	var in unix.Stat_t
-	hostPath, err := resolveInRoot(e.root, netnsPath)
+	hostPath, err := hostroot.Path(e.root, netnsPath)
 	if err == nil {
 		err = unix.Stat(hostPath, &in)
 	}
@@ -200,50 +203,4 @@ func (e *rootExec) checkNetns(environ []string) error {
 			ErrNetnsNotInRoot, netnsPath, e.root)
 	}
 	return nil
-}
-
-// maxSymlinks is the kernel's limit (MAXSYMLINKS).
-const maxSymlinks = 40
-
-// resolveInRoot returns where path p inside root is seen from outside:
-// root joined with p after resolving every symlink on the way as the
-// chrooted process will (an absolute target starts again at root, ".."
-// stops at root). /var/run -> /run on the host must lead to <root>/run, not
-// to nri-cni's own /run.
-func resolveInRoot(root, p string) (string, error) {
-	rest := strings.Split(p, "/")
-	cur := "/"
-	links := 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if links++; links > maxSymlinks {
-			return "", &os.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
-		}
-		target, err := os.Readlink(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return filepath.Join(root, cur), nil
 }

@@ -16,77 +16,13 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/test/testenv"
 )
-
-// writeTree creates files (content "") and symlinks ("->target") under root.
-func writeTree(t *testing.T, root string, tree map[string]string) {
-	t.Helper()
-	for p, v := range tree {
-		full := filepath.Join(root, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		if target, ok := strings.CutPrefix(v, "->"); ok {
-			require.NoError(t, os.Symlink(target, full))
-			continue
-		}
-		if strings.HasSuffix(p, "/") {
-			require.NoError(t, os.MkdirAll(full, 0o755))
-			continue
-		}
-		require.NoError(t, os.WriteFile(full, []byte(v), 0o755))
-	}
-}
-
-// A host's layout, as seen from outside its root: absolute symlinks must
-// lead into the root, never to nri-cni's own files.
-func hostLikeTree(t *testing.T) string {
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{
-		"run/netns/pod1":              "",
-		"var/run":                     "->/run",
-		"usr/libexec/cni/bridge":      "#!/bin/sh\n",
-		"opt/cni/bin":                 "->../../usr/libexec/cni",
-		"opt/other/host-local":        "->/usr/libexec/cni/bridge",
-		"opt/other/escape":            "->../../../../../../usr/libexec/cni/bridge",
-		"opt/other/dir/":              "",
-		"opt/other/loop1":             "->loop2",
-		"opt/other/loop2":             "->loop1",
-		"opt/other/to-nri-cni-passwd": "->/etc/passwd",
-	})
-	return root
-}
-
-func TestResolveInRoot(t *testing.T) {
-	t.Parallel()
-	root := hostLikeTree(t)
-	tests := []struct {
-		in, want string // want "" = an error
-	}{
-		{"/var/run/netns/pod1", "/run/netns/pod1"},
-		{"/opt/cni/bin/bridge", "/usr/libexec/cni/bridge"},
-		{"/opt/other/host-local", "/usr/libexec/cni/bridge"},
-		{"/opt/other/escape", "/usr/libexec/cni/bridge"},
-		{"/../../opt/cni/bin/bridge", "/usr/libexec/cni/bridge"},
-		{"/opt/other/dir", "/opt/other/dir"},
-		{"/", "/"},
-		{"/opt/other/loop1", ""},
-		{"/opt/other/to-nri-cni-passwd", ""}, // <root>/etc/passwd does not exist
-		{"/missing/x", ""},
-	}
-	for _, tt := range tests {
-		got, err := resolveInRoot(root, tt.in)
-		if tt.want == "" {
-			assert.Error(t, err, "%s resolved to %s", tt.in, got)
-			continue
-		}
-		if assert.NoError(t, err, tt.in) {
-			assert.Equal(t, filepath.Join(root, tt.want), got, tt.in)
-		}
-	}
-}
 
 func TestRootExecFindInPath(t *testing.T) {
 	t.Parallel()
-	root := hostLikeTree(t)
+	root := testenv.HostLikeRoot(t)
 	e := &rootExec{root: root}
 	tests := []struct {
 		name    string
@@ -160,7 +96,7 @@ func fakeRoot(t *testing.T) string {
 	root := t.TempDir()
 	data, err := os.ReadFile(busybox)
 	require.NoError(t, err)
-	writeTree(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"marker":                  "inside the fake root",
 		"usr/bin/sh":              string(data),
 		"bin":                     "->usr/bin",
@@ -197,7 +133,7 @@ func TestRootExecRunsChrooted(t *testing.T) {
 	for _, p := range []string{same, other} {
 		require.NoError(t, os.WriteFile(p, nil, 0o644))
 	}
-	writeTree(t, root, map[string]string{strings.TrimPrefix(other, "/"): ""})
+	testenv.WriteTree(t, root, map[string]string{strings.TrimPrefix(other, "/"): ""})
 	require.NoError(t, os.MkdirAll(filepath.Join(root, outside), 0o755))
 	require.NoError(t, os.Link(same, filepath.Join(root, same)))
 

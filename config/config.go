@@ -56,7 +56,10 @@ type Config struct {
 	// every CNI plugin runs chrooted into it, so it finds the host's tools
 	// (iptables, the dhcp daemon's socket, ovs-vsctl) as under the runtime;
 	// binDirs, CNI_PATH and the netns path are host paths (cni/pluginroot.go).
-	// The DaemonSet mounts the host's / at /host and sets it.
+	// Every host path nri-cni opens under it is resolved inside it (package
+	// hostroot: /var/run -> /run leads to <root>/run). It needs nri-cni in
+	// the host's PID namespace (hostPID), which every command checks at
+	// start. The DaemonSet mounts the host's / at /host and sets it.
 	PluginRoot string `json:"pluginRoot"`
 	// CacheDir is libcni's cache (results and configs of every ADD).
 	CacheDir string `json:"cacheDir"`
@@ -371,15 +374,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// HostPath is the host path p as nri-cni sees it: under PluginRoot when
-// plugins run there (nri-cni's container sees the host's / at it), else p.
-func (c Config) HostPath(p string) string {
-	if c.PluginRoot == "" || filepath.Clean(c.PluginRoot) == "/" {
-		return p
-	}
-	return filepath.Join(c.PluginRoot, p)
 }
 
 // validatePluginRoot: an absolute, clean path; with it, binDirs name the

@@ -51,14 +51,14 @@ type KubernetesConfig struct {
 	// DRA is the DRA driver (dra.go); nil: off.
 	DRA *DRAConfig `json:"dra"`
 	// PodResourcesSocket is the kubelet's PodResources API socket (a host
-	// path; under pluginRoot when that is set), read for the devices the
-	// kubelet allocated to a pod when one of its networks has a device
-	// plugin resource (k8s.v1.cni.cncf.io/resourceName); empty:
+	// path; resolved inside pluginRoot when that is set), read for the
+	// devices the kubelet allocated to a pod when one of its networks has a
+	// device plugin resource (k8s.v1.cni.cncf.io/resourceName); empty:
 	// DefaultPodResourcesSocket.
 	PodResourcesSocket string `json:"podResourcesSocket"`
-	// DeviceInfoDir is the NPWG device-info directory (a host path; under
-	// pluginRoot when that is set): device plugins' files are read there
-	// and each device-backed attachment's is written; empty:
+	// DeviceInfoDir is the NPWG device-info directory (a host path; resolved
+	// inside pluginRoot when that is set): device plugins' files are read
+	// there and each device-backed attachment's is written; empty:
 	// DefaultDeviceInfoDir.
 	DeviceInfoDir string `json:"deviceInfoDir"`
 }

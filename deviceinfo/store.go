@@ -16,6 +16,16 @@ package deviceinfo
 // re-encoded document, so a CNI plugin reads exactly what was checked.
 // Removals are idempotent. A Store holds no state: safe for concurrent use
 // by attachments of different files.
+//
+// Dir is a host path. When nri-cni sees the host's / elsewhere (Root, nri.conf
+// pluginRoot), the directory is resolved inside Root at each access
+// (hostroot.Path): on Debian and Ubuntu nodes /var/run links to /run, and
+// <Root>/var/run/... would otherwise lead to nri-cni's own container's /run,
+// where no plugin or device plugin looks. Only the directory is resolved: a
+// file's own name is never followed (reads O_NOFOLLOW, writes a new
+// temporary file renamed over it, removals unlink the name); a directory on
+// the way swapped for a symlink between the resolution and the access would
+// be followed, which only root on the host can do (hostroot's package doc).
 
 import (
 	"crypto/sha256"
@@ -28,6 +38,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // DefaultDir is the spec's base directory.
@@ -46,14 +58,15 @@ const maxFileName = 255
 // name would be too long.
 var ErrName = errors.New("invalid device-info file name")
 
-// Store reads and writes device-info files under Dir ("" = DefaultDir).
+// Store reads and writes device-info files under Dir ("" = DefaultDir), a
+// host path: the paths it hands out (DPPath, CNIPath) are the host's.
 type Store struct {
 	Dir string
-	// PluginDir is the same directory as the CNI plugins see it, when they
-	// run elsewhere (chrooted into the host's / while nri-cni's container
-	// sees it at /host: Dir /host/var/run/…, PluginDir /var/run/…); ""
-	// = Dir. CNIPath answers in it.
-	PluginDir string
+	// Root is where nri-cni sees the host's / ("" = its own /): with the
+	// plugins chrooted into the host's / mounted at /host (nri.conf
+	// pluginRoot), Root is /host and Dir /var/run/…; nri-cni reads and
+	// writes Dir resolved inside Root.
+	Root string
 }
 
 // Attachment names one network attachment, whose CNI device-info file is
@@ -70,10 +83,18 @@ func (s Store) dir() string {
 	return s.Dir
 }
 
-// DPPath is the device plugin file of a device: resourceName is the
-// resource (the NAD's k8s.v1.cni.cncf.io/resourceName, the device's
+// DPPath is the device plugin file of a device (a host path): resourceName
+// is the resource (the NAD's k8s.v1.cni.cncf.io/resourceName, the device's
 // k8s.cni.cncf.io/resourceName attribute), deviceID the device's ID.
 func (s Store) DPPath(resourceName, deviceID string) (string, error) {
+	name, err := dpName(resourceName, deviceID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir(), DPSubdir, name), nil
+}
+
+func dpName(resourceName, deviceID string) (string, error) {
 	if err := nameParts(resourceName, deviceID); err != nil {
 		return "", err
 	}
@@ -81,13 +102,32 @@ func (s Store) DPPath(resourceName, deviceID string) (string, error) {
 	if len(name) > maxFileName {
 		return "", fmt.Errorf("%w: resource %q device %q make a name longer than %d bytes", ErrName, printable(resourceName), printable(deviceID), maxFileName)
 	}
-	return filepath.Join(s.dir(), DPSubdir, name), nil
+	return name, nil
+}
+
+// dpFile is the device's device plugin file where nri-cni reads it.
+func (s Store) dpFile(resourceName, deviceID string) (string, error) {
+	name, err := dpName(resourceName, deviceID)
+	if err != nil {
+		return "", err
+	}
+	return s.file(DPSubdir, name)
+}
+
+// file is subdir's file name as nri-cni opens it: the directory resolved
+// inside Root, the name as it is.
+func (s Store) file(subdir, name string) (string, error) {
+	dir, err := hostroot.Path(s.Root, filepath.Join(s.dir(), subdir))
+	if err != nil {
+		return "", fmt.Errorf("device-info directory %s under %s: %w", filepath.Join(s.dir(), subdir), s.Root, err)
+	}
+	return filepath.Join(dir, name), nil
 }
 
 // ReadDP reads and validates a device's device plugin file. Without one
 // the error wraps fs.ErrNotExist.
 func (s Store) ReadDP(resourceName, deviceID string) (*DeviceInfo, error) {
-	p, err := s.DPPath(resourceName, deviceID)
+	p, err := s.dpFile(resourceName, deviceID)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +137,7 @@ func (s Store) ReadDP(resourceName, deviceID string) (*DeviceInfo, error) {
 // WriteDP writes a device's device plugin file (a DRA driver or device
 // plugin does; the tests' fake driver does).
 func (s Store) WriteDP(resourceName, deviceID string, d *DeviceInfo) error {
-	p, err := s.DPPath(resourceName, deviceID)
+	p, err := s.dpFile(resourceName, deviceID)
 	if err != nil {
 		return err
 	}
@@ -106,7 +146,7 @@ func (s Store) WriteDP(resourceName, deviceID string, d *DeviceInfo) error {
 
 // RemoveDP removes a device's device plugin file; absent is fine.
 func (s Store) RemoveDP(resourceName, deviceID string) error {
-	p, err := s.DPPath(resourceName, deviceID)
+	p, err := s.dpFile(resourceName, deviceID)
 	if err != nil {
 		return err
 	}
@@ -114,7 +154,7 @@ func (s Store) RemoveDP(resourceName, deviceID string) error {
 }
 
 // CNIPath is the CNI device-info file of an attachment as the plugins see
-// it (under PluginDir), the value of the CNIDeviceInfoFile capability:
+// it (a host path), the value of the CNIDeviceInfoFile capability:
 // cni/<network>-<containerID>_<ifName> (Multus's naming). A network name
 // that would make the name longer than 255 bytes is cut and followed by 16
 // hex digits of its SHA-256, so the name stays unique per attachment.
@@ -123,21 +163,16 @@ func (s Store) CNIPath(a Attachment) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := s.PluginDir
-	if dir == "" {
-		dir = s.dir()
-	}
-	return filepath.Join(dir, CNISubdir, name), nil
+	return filepath.Join(s.dir(), CNISubdir, name), nil
 }
 
-// cniFile is the attachment's CNI file under Dir (where nri-cni reads and
-// writes it).
+// cniFile is the attachment's CNI file where nri-cni reads and writes it.
 func (s Store) cniFile(a Attachment) (string, error) {
 	name, err := cniName(a)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(s.dir(), CNISubdir, name), nil
+	return s.file(CNISubdir, name)
 }
 
 func cniName(a Attachment) (string, error) {
@@ -199,7 +234,10 @@ func (s Store) SeedCNI(a Attachment, resourceName, deviceID string, fallback *De
 	if err != nil {
 		return "", nil, err
 	}
-	p, _ := s.cniFile(a)
+	p, err := s.cniFile(a)
+	if err != nil {
+		return pp, nil, err
+	}
 	d := fallback
 	if resourceName != "" && deviceID != "" {
 		dp, err := s.ReadDP(resourceName, deviceID)

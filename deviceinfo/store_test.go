@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,21 +163,62 @@ func TestCNIFileLifecycle(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
-// Plugins chrooted into the host's / see the directory at another path
-// than nri-cni in its container: the capability names their path, the
-// file is written at nri-cni's.
-func TestPluginDir(t *testing.T) {
+// nri-cni sees the host's / at Root (the plugins run chrooted into it) on a
+// Debian-like host whose /var/run is an absolute symlink to /run: the file
+// the capability names (/var/run/...) is the one nri-cni writes, reads back
+// and removes, in the root's /run, never in nri-cni's own /run; a device
+// plugin's file written on the host is found there too.
+func TestRootWithAbsoluteVarRunSymlink(t *testing.T) {
 	root := t.TempDir()
-	s := Store{Dir: filepath.Join(root, "host/var/run/k8s.cni.cncf.io/devinfo"), PluginDir: DefaultDir}
+	require.NoError(t, os.Mkdir(filepath.Join(root, "run"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(root, "var"), 0o755))
+	require.NoError(t, os.Symlink("/run", filepath.Join(root, "var/run")))
+	// A name of the test's own: were it resolved outside the root, it would
+	// land in this machine's /run, and go again at cleanup.
+	base := "nri-cni-test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run", base)) })
+	dir := "/var/run/" + base + "/devinfo"
+	s := Store{Root: root, Dir: dir}
+	inRoot := func(p string) string { return filepath.Join(root, "run", strings.TrimPrefix(p, "/var/run/")) }
+
 	a := Attachment{Network: "n", ContainerID: "c", IfName: "net1"}
 	p, seeded, err := s.SeedCNI(a, "", "", NewPCI("0000:01:00.1"))
 	require.NoError(t, err)
 	require.NotNil(t, seeded)
-	assert.Equal(t, DefaultDir+"/cni/n-c_net1", p, "the plugins' path")
-	assert.FileExists(t, filepath.Join(s.Dir, "cni", "n-c_net1"), "written at nri-cni's")
+	assert.Equal(t, dir+"/cni/n-c_net1", p, "the plugins' path: a host path")
+	assert.FileExists(t, inRoot(p), "written in the root's /run, where a plugin chrooted into the root opens %s", p)
+	assert.NoDirExists(t, filepath.Join("/run", base), "nothing in this machine's own /run")
 	got, err := s.ReadCNI(a)
-	require.NoError(t, err)
+	require.NoError(t, err, "read back")
 	assert.Equal(t, seeded, got)
+
+	// A plugin updates it in place (as it sees it); nri-cni reads that.
+	require.NoError(t, os.WriteFile(inRoot(p), []byte(`{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:01:00.1","representor-device":"eth7"}}`), 0o644))
+	got, err = s.ReadCNI(a)
+	require.NoError(t, err)
+	assert.Equal(t, "eth7", got.PCI.RepresentorDevice)
 	require.NoError(t, s.RemoveCNI(a))
-	assert.NoFileExists(t, filepath.Join(s.Dir, "cni", "n-c_net1"))
+	assert.NoFileExists(t, inRoot(p))
+
+	// A device plugin on the host wrote its file under /var/run (= /run).
+	dp, err := s.DPPath("example.com/vf", "0000:3b:02.2")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(dp, dir+"/dp/"), dp)
+	require.NoError(t, os.MkdirAll(filepath.Dir(inRoot(dp)), 0o755))
+	require.NoError(t, os.WriteFile(inRoot(dp), []byte(`{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.2"}}`), 0o644))
+	_, seeded, err = s.SeedCNI(a, "example.com/vf", "0000:3b:02.2", nil)
+	require.NoError(t, err)
+	require.NotNil(t, seeded, "the device plugin's file found in the root")
+	assert.Equal(t, "0000:3b:02.2", seeded.PCI.PCIAddress)
+}
+
+// A loop on the way is an error naming the directory, not a file elsewhere.
+func TestRootLoop(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(root, "var"), 0o755))
+	require.NoError(t, os.Symlink("/var/run", filepath.Join(root, "var/run")))
+	s := Store{Root: root}
+	_, _, err := s.SeedCNI(Attachment{Network: "n", ContainerID: "c", IfName: "net1"}, "", "", NewPCI("0000:01:00.1"))
+	assert.ErrorIs(t, err, syscall.ELOOP)
+	assert.ErrorContains(t, err, "device-info directory "+DefaultDir+"/cni")
 }

@@ -13,13 +13,13 @@ package nodeconf
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/nri-cni/nri-cni/deploy/node"
+	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // Runtime names, as the runtimes report themselves over NRI.
@@ -126,11 +126,10 @@ func Check(o Options) Report {
 	r := Report{Runtime: NormalizeRuntime(o.Runtime), RuntimeVersion: o.RuntimeVersion}
 	fsys := o.FS
 	if fsys == nil {
-		root := o.Root
-		if root == "" {
-			root = "/"
-		}
-		fsys = os.DirFS(root)
+		// Each name resolved inside Root: a config file or drop-in dir
+		// that is an absolute symlink on the host is read where the
+		// runtime reads it.
+		fsys = hostroot.FS(o.Root)
 	}
 	switch r.Runtime {
 	case RuntimeContainerd:

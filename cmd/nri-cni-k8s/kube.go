@@ -58,8 +58,9 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		return nil
 	}}
 	// Device plugin resources of NADs: the kubelet's PodResources API (no
-	// I/O until a pod needs it) and the NPWG device-info directory.
-	podRes, err := podresources.New(podresources.Options{Socket: cfg.HostPath(k.PodResources())})
+	// I/O until a pod needs it) and the NPWG device-info directory, host
+	// paths resolved inside pluginRoot when that is set.
+	podRes, err := podresources.New(podresources.Options{Root: cfg.PluginRoot, Socket: k.PodResources()})
 	if err != nil {
 		return nil, err
 	}
@@ -75,10 +76,10 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		// pod's claims from the API server, the drivers' KEP-5304 device
 		// metadata from the kubelet's plugin dirs (under pluginRoot).
 		devices.Claims = kube.APIClaims{Client: clients.Core}
-		devices.Metadata = dradevice.FileMetadata{KubeletDir: cfg.HostPath(k.DRA.KubeletRoot())}
+		devices.Metadata = dradevice.FileMetadata{Root: cfg.PluginRoot, KubeletDir: k.DRA.KubeletRoot()}
 	}
 	km.Devices = devices
-	km.DeviceInfo = deviceinfo.Store{Dir: cfg.HostPath(k.DeviceInfo()), PluginDir: k.DeviceInfo()}
+	km.DeviceInfo = deviceinfo.Store{Root: cfg.PluginRoot, Dir: k.DeviceInfo()}
 	var claims *state.Claims
 	if k.DRAOn() {
 		// Opened now: the engine reads the prepared claims at every pod start.

@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/nri-cni/nri-cni/hostroot"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -64,12 +65,22 @@ var (
 // kubelet's root dir under the host's root (hostRoot) where that can be
 // read, else in the kubelet's root dir as this process sees it (nri-cni
 // run on the host where its init's root is closed to it, or the admin
-// mounted the kubelet's dir at its host path).
-func CheckpointPath(kubeletRoot string) string {
-	if _, err := os.Stat(hostRoot + "/"); err == nil {
-		return filepath.Join(hostRoot, kubeletRoot, CheckpointFile)
+// mounted the kubelet's dir at its host path). Under hostRoot the path is
+// resolved inside it (hostroot.Path), when asked: the kernel would resolve
+// an absolute symlink on the way (a kubelet dir moved to another disk) in
+// this process's own root.
+func CheckpointPath(kubeletRoot string) string { return checkpointPath(hostRoot, kubeletRoot) }
+
+func checkpointPath(root, kubeletRoot string) string {
+	p := filepath.Join(kubeletRoot, CheckpointFile)
+	if _, err := os.Stat(root + "/"); err != nil {
+		return p
 	}
-	return filepath.Join(kubeletRoot, CheckpointFile)
+	in, err := hostroot.Path(root, p)
+	if err != nil {
+		return filepath.Join(root, p) // reading it says what is wrong
+	}
+	return in
 }
 
 // kubeletCheckpoint is the file; kubeletCheckpointData is its Data.

@@ -29,6 +29,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
+
+	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // MaxMetadataSize bounds a metadata file: a request has at most 32
@@ -40,20 +42,31 @@ const MaxMetadataSize = 1 << 20
 const metadataSubdir = "dra-device-metadata"
 
 // FileMetadata reads drivers' metadata files under KubeletDir (the
-// kubelet's --root-dir, /var/lib/kubelet by default). The DaemonSet needs
-// <KubeletDir>/plugins mounted read-only for it.
+// kubelet's --root-dir, /var/lib/kubelet by default), a host path. Root is
+// where the host's / is seen (nri.conf pluginRoot, whose mount shows the
+// files; "" = this process's own /: the DaemonSet then needs
+// <KubeletDir>/plugins mounted read-only at its path).
 type FileMetadata struct {
 	KubeletDir string
+	Root       string
 }
 
-// Path is the metadata file of driver for claim namespace/name's request.
+// Path is the metadata file of driver for claim namespace/name's request,
+// where it is opened: its directory resolved inside Root (hostroot.Path: a
+// symlink on the way, such as a kubelet dir moved to another disk, leads
+// where the host has it); the file's own name is never followed.
 func (f FileMetadata) Path(driver, namespace, name, request string) (string, error) {
 	for _, p := range []string{driver, namespace, name, request} {
 		if p == "" || p == "." || p == ".." || strings.ContainsAny(p, "/\x00") {
 			return "", fmt.Errorf("device metadata path: %q is not a name", printable(p))
 		}
 	}
-	return filepath.Join(f.KubeletDir, "plugins", driver, metadataSubdir, namespace+"_"+name, request, "metadata.json"), nil
+	dir := filepath.Join(f.KubeletDir, "plugins", driver, metadataSubdir, namespace+"_"+name, request)
+	in, err := hostroot.Path(f.Root, dir)
+	if err != nil {
+		return "", fmt.Errorf("device metadata directory %s under %s: %w", dir, f.Root, err)
+	}
+	return filepath.Join(in, "metadata.json"), nil
 }
 
 // DeviceMetadata implements MetadataReader. No file, or a file of

@@ -113,3 +113,25 @@ func TestFileMetadata(t *testing.T) {
 		assert.Error(t, err, "%q", p)
 	}
 }
+
+// With the host's / seen at Root, a kubelet dir that is an absolute
+// symlink on the host (another disk) is followed inside Root.
+func TestFileMetadataInsideRoot(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "data/kubelet"), 0o755))
+	require.NoError(t, os.Symlink("/data/kubelet", filepath.Join(root, "var/lib/kubelet")))
+	f := FileMetadata{Root: root, KubeletDir: "/var/lib/kubelet"}
+	c := claim("pod0-sriov1-x7k2p", "sriov1", []resourceapi.DeviceRequest{firstAvailable("vf", "fast", "slow")},
+		[]result{{"vf/slow", sriov, "0000-3b-02-2"}})
+	path, err := f.Path(sriov, c.Namespace, c.Name, "vf")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "data/kubelet/plugins", sriov, "dra-device-metadata", "vf-test9_pod0-sriov1-x7k2p", "vf", "metadata.json"), path)
+	md0 := &metadata.DeviceMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Generation: 1},
+		Requests: []metadata.DeviceMetadataRequest{{Name: "vf/slow", Devices: []metadata.Device{{Driver: sriov, Pool: node, Name: "0000-3b-02-2"}}}}}
+	writeMetadata(t, path, md0, metadatav1beta1.SchemeGroupVersion)
+	md, err := f.DeviceMetadata(sriov, c, "vf")
+	require.NoError(t, err)
+	require.NotNil(t, md, "the driver's file, found through <root>/var/lib/kubelet -> /data/kubelet")
+	assert.Equal(t, md0.Requests, md.Requests)
+}

@@ -3,6 +3,7 @@ package podresources
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // DefaultSocket is where the kubelet serves PodResources with its default
@@ -41,8 +44,14 @@ const (
 
 // Options configure a Client. A zero field takes its default.
 type Options struct {
-	// Socket is the kubelet's PodResources socket (DefaultSocket).
+	// Socket is the kubelet's PodResources socket (DefaultSocket), a host
+	// path.
 	Socket string
+	// Root is where the host's / is seen (nri.conf pluginRoot; "" = this
+	// process's own /): Socket is resolved inside it at each connection
+	// (hostroot.Path), so a symlink on its way (/var/lib/kubelet to another
+	// disk, /var/run to /run) leads where the host has it.
+	Root string
 	// MaxMessageSize is the largest answer accepted, in bytes.
 	MaxMessageSize int
 	// QPS and Burst limit this client's calls (a token bucket); QPS < 0: no
@@ -133,7 +142,7 @@ type Client struct {
 // connection is made by the first lookup (and remade after a kubelet restart).
 func New(o Options) (*Client, error) {
 	o = o.withDefaults()
-	conn, err := grpc.NewClient("unix://"+o.Socket,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxMessageSize)),
 		// Reconnect soon after a kubelet restart (gRPC's default waits 1s,
@@ -142,7 +151,12 @@ func New(o Options) (*Client, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: time.Second,
-		}))
+		}),
+	}
+	if hostroot.On(o.Root) {
+		opts = append(opts, grpc.WithContextDialer(o.dialInRoot))
+	}
+	conn, err := grpc.NewClient("unix://"+o.Socket, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("podresources: %s: %w", o.Socket, err)
 	}
@@ -154,6 +168,17 @@ func New(o Options) (*Client, error) {
 		o: o, conn: conn, api: podresourcesv1.NewPodResourcesListerClient(conn), limiter: lim, now: time.Now,
 		gets: map[string]*flight{}, cache: map[string]cacheEntry{},
 	}, nil
+}
+
+// dialInRoot connects to Socket resolved inside Root, anew at each
+// connection.
+func (o Options) dialInRoot(ctx context.Context, _ string) (net.Conn, error) {
+	p, err := hostroot.Path(o.Root, o.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("%s under %s: %w", o.Socket, o.Root, err)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", p)
 }
 
 // Close closes the connection; lookups in flight fail.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -281,5 +282,46 @@ func TestPodRequired(t *testing.T) {
 	_, c := fakeKubelet(t, podresourcestest.Options{}, podresources.Options{})
 	if _, err := c.DeviceIDs(context.Background(), podresources.Pod{Name: "x"}, res); err == nil || !strings.Contains(err.Error(), "namespace and name") {
 		t.Errorf("no namespace: %v", err)
+	}
+}
+
+// With the host's / seen at Root, the socket is a host path resolved inside
+// Root: a node whose /var/lib/kubelet is an absolute symlink to another
+// disk has the kubelet's socket there, not under this process's own /.
+func TestSocketResolvedInsideRoot(t *testing.T) {
+	root, err := os.MkdirTemp("", "prr") // short: it holds a socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	real := filepath.Join(root, "data/kubelet/pod-resources")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "var/lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/data/kubelet", filepath.Join(root, "var/lib/kubelet")); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := podresourcestest.Start(podresourcestest.Options{Dir: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	srv.SetPods(podresourcestest.Pod("team-a", "web", map[string][]string{res: {"d0"}}))
+	c, err := podresources.New(podresources.Options{Root: root, Socket: podresources.DefaultSocket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if c.Socket() != podresources.DefaultSocket {
+		t.Errorf("Socket() = %s, want the host path %s", c.Socket(), podresources.DefaultSocket)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.DeviceIDs(ctx, pod("web"), res)
+	if err != nil || fmt.Sprint(got) != "[d0]" {
+		t.Fatalf("through <root>/var/lib/kubelet -> /data/kubelet: %v, %v", got, err)
 	}
 }

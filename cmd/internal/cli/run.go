@@ -15,6 +15,7 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook/nri"
+	"github.com/nri-cni/nri-cni/hostroot"
 	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
@@ -39,6 +40,11 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
+		return a.fail("%v", err)
+	}
+	// Before Kubernetes mode reads host paths under it (buildManager checks
+	// it for the other commands).
+	if err := checkPluginRoot(cfg); err != nil {
 		return a.fail("%v", err)
 	}
 	logger, closeLog, err := newLogger(cfg, a.stderr, "")
@@ -271,6 +277,9 @@ func openLog(path string) (*os.File, error) {
 // configs. Invalid config files are skipped with a warning naming each.
 // noValidate skips the per-plugin VERSION execs (one-shot commands).
 func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, deps attach.Deps) (*attach.Built, error) {
+	if err := checkPluginRoot(cfg); err != nil {
+		return nil, err
+	}
 	deps.Log = log
 	mgr, err := attach.Build(ctx, cfg, noValidate, deps)
 	if err != nil {
@@ -293,6 +302,17 @@ func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noV
 	}
 	log.WithFields(fields).Info("CNI networks loaded")
 	return mgr, nil
+}
+
+// checkPluginRoot refuses a pluginRoot when nri-cni does not see the host's
+// PIDs: the plugins chrooted into it would read /proc paths naming other
+// processes than the ones nri-cni and the runtime mean (hostroot.CheckPIDs).
+// At every start and every reconfiguration (the pre-launched plugin's).
+func checkPluginRoot(cfg config.Config) error {
+	if err := hostroot.CheckPIDs(cfg.PluginRoot); err != nil {
+		return fmt.Errorf("pluginRoot %s: %w; run nri-cni in the host's PID namespace (hostPID: true in the DaemonSet), or unset pluginRoot", cfg.PluginRoot, err)
+	}
+	return nil
 }
 
 // attachedNetworks counts the networks attached according to the records.
