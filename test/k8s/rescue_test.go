@@ -163,7 +163,7 @@ func TestSlowNamespacesCannotFailAnotherNamespacesJob(t *testing.T) {
 	id, _ := f.readySandbox(&pod)
 	assert.NotEmpty(t, f.nodeFiles(id), "nri-cni's record of the victim's sandbox")
 	assert.Zero(t, pod.Status.ContainerStatuses[0].RestartCount)
-	t.Logf("the victim Job's container ran with net1 %s after the Job was created, beside %d hostile pods holding the slots",
+	t.Logf("the victim Job's container ran with its network %s after the Job was created, beside %d hostile pods holding the slots",
 		took.Round(time.Millisecond), 6)
 	assert.Contains(t, f.nriCNILog(), "rescued", "nri-cni says the victim's attach ran beside the slots")
 
