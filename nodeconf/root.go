@@ -1,0 +1,60 @@
+package nodeconf
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+)
+
+// HostPath is where host path p is seen under root (the host's /, e.g.
+// "/host" in a container; "" or "/": this machine is the host). Every
+// symlink on the way is resolved as the host resolves it: an absolute
+// target starts again at root and ".." stops there, so /var/run -> /run
+// leads to <root>/run, never to this machine's own /run. Components that do
+// not exist yet are joined as they are (a file about to be written).
+//
+// It is the one place nodeconf, node-setup and the node check join a host
+// path to the root.
+func HostPath(root, p string) (string, error) {
+	if root == "" || filepath.Clean(root) == "/" {
+		root = "/"
+	}
+	return securejoin.SecureJoin(root, p)
+}
+
+// rootFS is the host's / under root as an fs.FS whose paths are resolved
+// with HostPath (os.DirFS would follow an absolute symlink out of root).
+type rootFS string
+
+// Open implements fs.FS.
+func (r rootFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	p, err := HostPath(string(r), "/"+name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.Open(p)
+}
+
+// fsOf is o's view of the host's /: o.FS, else root resolved with HostPath.
+func fsOf(o Options) fs.FS {
+	if o.FS != nil {
+		return o.FS
+	}
+	return rootFS(o.Root)
+}
+
+// rel turns a host path into a path in fsys (fs.FS paths have no leading /).
+func rel(hostPath string) string {
+	p := strings.TrimPrefix(path.Clean(filepath.ToSlash(hostPath)), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}
