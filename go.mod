@@ -7,6 +7,7 @@ require (
 	github.com/containerd/ttrpc v1.2.7
 	github.com/containernetworking/cni v1.3.1
 	github.com/containernetworking/plugins v1.9.1
+	github.com/cyphar/filepath-securejoin v0.6.1
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
@@ -27,8 +28,6 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/yaml v1.6.0
 )
-
-require github.com/cyphar/filepath-securejoin v0.6.1
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -91,8 +91,8 @@ func TestMinimalContainerdConfigImportsTheDropInOnly(t *testing.T) {
 	require.NoError(t, toml.Unmarshal(MinimalContainerdConfig(), &doc))
 	assert.Equal(t, []any{ContainerdDropIn}, doc["imports"])
 	r := Check(Options{Runtime: "containerd", FS: fstest.MapFS{
-		mainPath:   {Data: MinimalContainerdConfig()},
-		dropInPath: {Data: node.ContainerdDropIn()},
+		mainPath:                              {Data: MinimalContainerdConfig()},
+		dropInPath:                            {Data: node.ContainerdDropIn()},
 		"etc/containerd/conf.d/99-stray.toml": file("[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = false\n"),
 	}})
 	assert.True(t, r.OK(), r.String())

@@ -23,7 +23,7 @@ func TestHostPathResolvesInsideRoot(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"/var/run/containerd/containerd.sock", filepath.Join(root, "run/containerd/containerd.sock")},
 		{"/var/run/new/file", filepath.Join(root, "run/new/file")}, // not there yet: joined as it is
-		{"/run/containerd/up/etc", filepath.Join(root, "etc")},       // ".." stops at the root
+		{"/run/containerd/up/etc", filepath.Join(root, "etc")},     // ".." stops at the root
 		{"/etc/containerd/config.toml", filepath.Join(root, "etc/containerd/config.toml")},
 	}
 	for _, tc := range tests {
