@@ -1,6 +1,8 @@
 package nodeconf
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -57,4 +59,27 @@ func rel(hostPath string) string {
 		return "."
 	}
 	return p
+}
+
+// CheckExecutable reports why the host could not run the program at host
+// path p under root (nil: a regular file with an execute bit, which the
+// runtime, as root, may run): missing, not a regular file, or no execute
+// bit. Only a stat: cheap enough for every use.
+func CheckExecutable(root, p string) error {
+	real, err := HostPath(root, p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	fi, err := os.Stat(real)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s is missing on the node", p)
+	case err != nil:
+		return fmt.Errorf("%s: %w", p, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not executable (mode %04o)", p, fi.Mode().Perm())
+	}
+	return nil
 }

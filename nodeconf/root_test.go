@@ -51,3 +51,31 @@ func TestCheckReadsUnderRootThroughAbsoluteSymlinks(t *testing.T) {
 	assert.True(t, r.OK(), r.String())
 	assert.Equal(t, []string{ContainerdConfig, ContainerdDropIn}, r.Files)
 }
+
+// TestCheckExecutable: the await hook's binary as the host would run it:
+// missing, a directory or without an execute bit is named; a symlink to
+// an executable inside the root is fine.
+func TestCheckExecutable(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "opt/nri-cni/bin")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "nri-cni"), []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "plain"), []byte("x"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(bin, "dir"), 0o755))
+	require.NoError(t, os.Symlink("/opt/nri-cni/bin/nri-cni", filepath.Join(bin, "link")))
+	tests := []struct{ p, err string }{
+		{"/opt/nri-cni/bin/nri-cni", ""},
+		{"/opt/nri-cni/bin/link", ""},
+		{"/opt/nri-cni/bin/absent", "/opt/nri-cni/bin/absent is missing on the node"},
+		{"/opt/nri-cni/bin/plain", "/opt/nri-cni/bin/plain is not executable (mode 0644)"},
+		{"/opt/nri-cni/bin/dir", "/opt/nri-cni/bin/dir is not a regular file"},
+	}
+	for _, tc := range tests {
+		err := CheckExecutable(root, tc.p)
+		if tc.err == "" {
+			assert.NoError(t, err, tc.p)
+			continue
+		}
+		assert.ErrorContains(t, err, tc.err, tc.p)
+	}
+}
