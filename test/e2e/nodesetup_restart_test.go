@@ -135,7 +135,9 @@ func TestNodeSetupRestartPendingCRIO(t *testing.T) {
 		assert.Empty(t, c.Leftovers(), "left behind by crio")
 	})
 	args := []string{"--runtime", "crio", "--config", c.ConfigFile(), "--config-dir", c.ConfDir()}
-	run := func(extra ...string) (int, string) { return nodeSetup(t, "/", append(append([]string{}, args...), extra...)...) }
+	run := func(extra ...string) (int, string) {
+		return nodeSetup(t, "/", append(append([]string{}, args...), extra...)...)
+	}
 
 	code, out := run("--check")
 	assert.Equal(t, 1, code, "not set up yet:\n%s", out)
