@@ -27,6 +27,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook/nri"
+	"github.com/nri-cni/nri-cni/loop"
 	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/nodeconf"
 )
@@ -209,18 +210,7 @@ func watchNode(ctx context.Context, plugin *nri.Plugin, m *metrics.Metrics, log 
 		w.mu.Unlock()
 		go w.check()
 	}
-	go func() {
-		t := time.NewTicker(nodeCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				w.check()
-			}
-		}
-	}()
+	go loop.Every(ctx, nodeCheckInterval, nil, false, w.check)
 	return w
 }
 
