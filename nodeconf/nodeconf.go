@@ -4,10 +4,13 @@
 // container while nri-cni is not connected. It reads the runtime's config
 // files the way the runtime does (containerd: the main config and its
 // `imports`; CRI-O: crio.conf and crio.conf.d) under a root directory, and
-// judges the runtime's version as reported over NRI.
+// judges the runtime's version as reported over NRI, and whether the
+// running runtime loaded those files (running.go). Every host path is
+// resolved inside the root (root.go).
 //
-// Pure functions and file reads only: no logging, no writes (`nri-cni
-// node-setup` writes), nothing that blocks.
+// Functions and file reads only: no logging, no writes (`nri-cni
+// node-setup` writes), nothing that blocks but RuntimeAt's one bounded
+// dial of the runtime's socket.
 package nodeconf
 
 import (
