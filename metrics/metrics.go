@@ -31,7 +31,7 @@ type Metrics struct {
 	// nodeState: the node's fail-closed state, one-hot by state;
 	// awaitHook: whether the await hook's binary can run, by path.
 	nodeState, awaitHook *prometheus.GaugeVec
-	isUp           atomic.Bool
+	isUp                 atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }

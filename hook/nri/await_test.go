@@ -2,8 +2,8 @@ package nri
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
