@@ -28,7 +28,10 @@ type Metrics struct {
 	failOpen  prometheus.Gauge
 	// draUnpublished: the networks the DRA driver leaves out, by reason.
 	draUnpublished *prometheus.GaugeVec
-	isUp           atomic.Bool
+	// nodeState: the node's fail-closed state, one-hot by state;
+	// awaitHook: whether the await hook's binary can run, by path.
+	nodeState, awaitHook *prometheus.GaugeVec
+	isUp                 atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -84,8 +87,41 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 		}, pendingTeardowns),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.draUnpublished = newDRAUnpublished()
-	m.reg.MustRegister(m.draUnpublished)
+	m.nodeState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nri_cni_node_fail_closed_state",
+		Help: "1 for this node's fail-closed state, 0 for the others: fail-closed, restart-pending (the runtime's config is set up but changed after the runtime started: restart it), fail-open, unverified (the running runtime was not seen). See nri-cni status.",
+	}, []string{"state"})
+	m.awaitHook = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nri_cni_await_hook_runnable",
+		Help: "With the await hook on (failClosed.hookSocket): 1 while its binary (failClosed.hookPath, on the node) is an executable file, else 0 (containers then wait in CreateContainer, and /readyz fails).",
+	}, []string{"path"})
+	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook)
 	return m
+}
+
+// SetNodeState records the node's fail-closed state (one of states) in
+// nri_cni_node_fail_closed_state, and in nri_cni_node_fail_open: 0 only
+// for "fail-closed" and "unverified" (the files are set up; what the
+// gauge always said).
+func (m *Metrics) SetNodeState(state string, states []string) {
+	for _, s := range states {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.nodeState.WithLabelValues(s).Set(v)
+	}
+	m.SetNodeFailOpen(state != "fail-closed" && state != "unverified")
+}
+
+// SetAwaitHook records whether the await hook's binary at path can run.
+func (m *Metrics) SetAwaitHook(path string, runnable bool) {
+	m.awaitHook.Reset()
+	v := 0.0
+	if runnable {
+		v = 1
+	}
+	m.awaitHook.WithLabelValues(path).Set(v)
 }
 
 // Op records one CNI operation.

@@ -126,3 +126,36 @@ func TestDRAUnpublishedIsReplaced(t *testing.T) {
 		t.Errorf("after the second refresh:\n%s", body)
 	}
 }
+
+// The node's state is one-hot over every state; nri_cni_node_fail_open
+// keeps its meaning (1 unless the node fails closed or is unverified, i.e.
+// also while a restart is pending). The await hook's gauge names its path.
+func TestNodeStateAndAwaitHook(t *testing.T) {
+	m := New(func() float64 { return 0 }, func() float64 { return 0 })
+	h := m.Handler()
+	states := []string{"fail-closed", "restart-pending", "fail-open", "unverified"}
+	for _, tc := range []struct {
+		state    string
+		failOpen string
+	}{{"restart-pending", "1"}, {"fail-closed", "0"}, {"fail-open", "1"}, {"unverified", "0"}} {
+		m.SetNodeState(tc.state, states)
+		_, body := get(t, h, "/metrics")
+		for _, s := range states {
+			want := "0"
+			if s == tc.state {
+				want = "1"
+			}
+			if line := `nri_cni_node_fail_closed_state{state="` + s + `"} ` + want; !strings.Contains(body, line) {
+				t.Errorf("%s: /metrics lacks %q", tc.state, line)
+			}
+		}
+		if line := "nri_cni_node_fail_open " + tc.failOpen; !strings.Contains(body, line) {
+			t.Errorf("%s: /metrics lacks %q", tc.state, line)
+		}
+	}
+	m.SetAwaitHook("/opt/nri-cni/bin/nri-cni", false)
+	_, body := get(t, h, "/metrics")
+	if !strings.Contains(body, `nri_cni_await_hook_runnable{path="/opt/nri-cni/bin/nri-cni"} 0`) {
+		t.Errorf("/metrics lacks the await hook:\n%s", body)
+	}
+}

@@ -48,10 +48,13 @@ func checkContainerd(fsys fs.FS, o Options, r *Report) {
 				"and leave NRI's default validator off"})
 		return
 	}
-	files, err := loadContainerd(fsys, main)
+	files, dirs, err := loadContainerd(fsys, main)
+	docs := make([]map[string]any, 0, len(files))
 	for _, f := range files {
 		r.Files = append(r.Files, f.path)
+		docs = append(docs, f.doc)
 	}
+	r.Dirs = dirs
 	if err != nil {
 		r.Findings = append(r.Findings, Finding{Files: r.Files, Problem: err.Error() + " (containerd does not start with it)",
 			Fix: "correct that file, then " + fix})
@@ -70,6 +73,9 @@ func checkContainerd(fsys fs.FS, o Options, r *Report) {
 		}
 	}
 	r.NRIEnabled, r.ValidatorEnabled = !disable.value, validator.value
+	if r.Socket = text(docs, "grpc", "address"); r.Socket == "" {
+		r.Socket = ContainerdSocket
+	}
 	dropInRead := slices.Contains(r.Files, ContainerdDropIn)
 	if disable.value {
 		f := Finding{Files: r.Files, Fix: fix,
@@ -110,10 +116,9 @@ func validatorOff(fsys fs.FS, files []string, main string, v setting, dropInRead
 }
 
 // loadContainerd reads main and the files it imports, in containerd's
-// order. It returns the files read so far with the first error, which names
-// the file.
-func loadContainerd(fsys fs.FS, main string) ([]containerdFile, error) {
-	var out []containerdFile
+// order, and lists the directories its globs read. It returns the files
+// read so far with the first error, which names the file.
+func loadContainerd(fsys fs.FS, main string) (out []containerdFile, dirs []string, err error) {
 	seen := map[string]bool{}
 	queue := []string{main}
 	for len(queue) > 0 {
@@ -125,35 +130,38 @@ func loadContainerd(fsys fs.FS, main string) ([]containerdFile, error) {
 		data, err := fs.ReadFile(fsys, rel(p))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return out, fmt.Errorf("%s: imported, but absent", p)
+				return out, dirs, fmt.Errorf("%s: imported, but absent", p)
 			}
-			return out, fmt.Errorf("%s: %w", p, err)
+			return out, dirs, fmt.Errorf("%s: %w", p, err)
 		}
 		var doc map[string]any
 		if err := toml.Unmarshal(data, &doc); err != nil {
-			return out, fmt.Errorf("%s: not valid TOML: %w", p, err)
+			return out, dirs, fmt.Errorf("%s: not valid TOML: %w", p, err)
 		}
 		seen[p] = true
 		out = append(out, containerdFile{path: p, doc: doc})
 		entries, err := Imports(doc, p)
 		if err != nil {
-			return out, err
+			return out, dirs, err
 		}
 		for _, e := range entries {
 			if !strings.Contains(e, "*") {
 				queue = append(queue, e)
 				continue
 			}
+			if d := path.Dir(e); !strings.Contains(d, "*") && !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
 			matches, err := fs.Glob(fsys, rel(e))
 			if err != nil {
-				return out, fmt.Errorf("%s: imports %q: %w", p, e, err)
+				return out, dirs, fmt.Errorf("%s: imports %q: %w", p, e, err)
 			}
 			for _, m := range matches {
 				queue = append(queue, "/"+m)
 			}
 		}
 	}
-	return out, nil
+	return out, dirs, nil
 }
 
 // Imports returns the `imports` of a containerd config file at host path

@@ -138,3 +138,9 @@ func TestCoversAndImports(t *testing.T) {
 		assert.Equal(t, tc.want, covers(tc.entry, tc.target), "%s vs %s", tc.entry, tc.target)
 	}
 }
+
+// fstestFS is a tree of one file, the drop-ins of deploy/node beside it.
+func fstestFS(p, data string) fstest.MapFS {
+	return fstest.MapFS{p: file(data), dropInPath: {Data: node.ContainerdDropIn()},
+		"etc/crio/crio.conf.d/" + node.CRIODropInName: {Data: node.CRIODropIn()}}
+}

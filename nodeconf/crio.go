@@ -36,7 +36,9 @@ func checkCRIO(fsys fs.FS, o Options, r *Report) {
 		r.Findings = append(r.Findings, Finding{Files: append(files, dir), Problem: err.Error(), Fix: "correct it, then " + fix})
 		return
 	}
+	r.Dirs = []string{dir}
 	enable, validator := setting{value: true}, setting{}
+	var docs []map[string]any
 	for _, p := range files {
 		data, err := fs.ReadFile(fsys, rel(p))
 		if err != nil {
@@ -50,6 +52,7 @@ func checkCRIO(fsys fs.FS, o Options, r *Report) {
 			return
 		}
 		r.Files = append(r.Files, p)
+		docs = append(docs, doc)
 		for _, e := range []error{
 			enable.apply(doc, p, "crio", "nri", "enable_nri"),
 			validator.apply(doc, p, "crio", "nri", "default_validator", "nri_enable_default_validator"),
@@ -61,6 +64,9 @@ func checkCRIO(fsys fs.FS, o Options, r *Report) {
 		}
 	}
 	r.NRIEnabled, r.ValidatorEnabled = enable.value, validator.value
+	if r.Socket = text(docs, "crio", "api", "listen"); r.Socket == "" {
+		r.Socket = CRIOSocket
+	}
 	dropInRead := slices.Contains(files, dropIn)
 	restart := ", then restart CRI-O (systemctl restart crio)"
 	if !enable.value {

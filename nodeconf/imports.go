@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"path"
 	"reflect"
 	"strconv"
 
@@ -13,16 +12,18 @@ import (
 )
 
 // MinimalContainerdConfig is the main config node-setup writes where there
-// is none: it only imports the drop-in directory, so everything else keeps
-// containerd's built-in defaults (`containerd config dump` of this file and
-// of no file differ in nothing but the drop-ins read). Version 3 is the
-// newest every containerd with the default validator (2.2+) reads as is.
+// is none: it only imports nri-cni's drop-in (that file, not a glob: a
+// stray file in the drop-in directory stays inactive), so everything else
+// keeps containerd's built-in defaults (`containerd config dump` of this
+// file and of no file differ in nothing but the drop-in read and the
+// imports list). Version 3 is the newest every containerd with the default
+// validator (2.2+) reads as is.
 func MinimalContainerdConfig() []byte {
 	return []byte(`# containerd's main config, written by ` + "`nri-cni node-setup`" + ` because there was none:
 # containerd reads drop-ins only through a config file's imports. Everything
 # else keeps containerd's built-in defaults.
 version = 3
-imports = [` + strconv.Quote(ContainerdImportGlob) + `]
+imports = [` + strconv.Quote(ContainerdDropIn) + `]
 `)
 }
 
@@ -31,9 +32,11 @@ imports = [` + strconv.Quote(ContainerdImportGlob) + `]
 //   - an `imports` entry already covers dropIn: data is returned unchanged
 //     and change is "";
 //   - `imports` exists: dropIn is appended to it;
-//   - there is no `imports`: `imports = ["<dropIn's dir>/*.toml"]` is added
-//     as a top-level key, after the last top-level key (top-level keys must
-//     come before the first table), or first in the file if there is none.
+//   - there is no `imports`: `imports = ["<dropIn>"]` is added as a
+//     top-level key, after the last top-level key (top-level keys must come
+//     before the first table), or first in the file if there is none. The
+//     file itself, not a glob of its directory: a glob would also activate
+//     every other file there, strays and backups included.
 //
 // The result is decoded again and must equal the original plus that one
 // change; if not, or if data is not valid TOML, the error names the file and
@@ -72,13 +75,12 @@ func EnsureImport(data []byte, file, dropIn string) (out []byte, change string, 
 		}
 		change = fmt.Sprintf("appended %q to imports", dropIn)
 	} else {
-		glob := path.Join(path.Dir(dropIn), "*.toml")
-		want["imports"] = []any{glob}
+		want["imports"] = []any{dropIn}
 		eol := "\n"
 		if bytes.Contains(data, []byte("\r\n")) {
 			eol = "\r\n"
 		}
-		line := "imports = [" + strconv.Quote(glob) + "] # added by nri-cni node-setup" + eol
+		line := "imports = [" + strconv.Quote(dropIn) + "] # added by nri-cni node-setup" + eol
 		switch {
 		case pos.lastTopEnd < 0:
 			at, insert = 0, line
@@ -87,7 +89,7 @@ func EnsureImport(data []byte, file, dropIn string) (out []byte, change string, 
 		default:
 			at, insert = pos.lastTopEnd+bytes.IndexByte(data[pos.lastTopEnd:], '\n')+1, line
 		}
-		change = fmt.Sprintf("added imports = [%q] as a top-level key", glob)
+		change = fmt.Sprintf("added imports = [%q] as a top-level key", dropIn)
 	}
 	out = make([]byte, 0, len(data)+len(insert))
 	out = append(append(append(out, data[:at]...), insert...), data[at:]...)

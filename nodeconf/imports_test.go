@@ -3,13 +3,20 @@ package nodeconf
 import (
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-cni/nri-cni/deploy/node"
 )
 
 func TestEnsureImport(t *testing.T) {
-	const added = `imports = ["/etc/containerd/conf.d/*.toml"] # added by nri-cni node-setup` + "\n"
+	// The drop-in itself, not a glob of its directory (which would activate
+	// every stray file there).
+	const added = `imports = ["/etc/containerd/conf.d/10-nri-cni.toml"] # added by nri-cni node-setup` + "\n"
 	tests := []struct {
 		name   string
 		in     string
@@ -20,7 +27,7 @@ func TestEnsureImport(t *testing.T) {
 		{name: "kind's v2 config: after its last top-level key",
 			in:     kindMain,
 			out:    "# explicitly use v2 config format\nversion = 2\n" + added + "\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"overlayfs\"\n",
-			change: `added imports = ["/etc/containerd/conf.d/*.toml"] as a top-level key`},
+			change: `added imports = ["/etc/containerd/conf.d/10-nri-cni.toml"] as a top-level key`},
 		{name: "tables only: first in the file",
 			in:  "# header\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"/x\"\n",
 			out: added + "# header\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"/x\"\n"},
@@ -43,7 +50,7 @@ func TestEnsureImport(t *testing.T) {
 		{name: "multi-line imports with a trailing comma and comments",
 			in:  "imports = [\n  '/etc/a.toml', # a\n  # b\n]\n",
 			out: "imports = [\n  '/etc/a.toml', \"/etc/containerd/conf.d/10-nri-cni.toml\", # a\n  # b\n]\n"},
-		{name: "covered by a relative glob", in: "imports = [\"conf.d/*.toml\"]\n"},
+		{name: "covered by a relative glob (an older node-setup's): kept", in: "imports = [\"conf.d/*.toml\"]\n"},
 		{name: "covered by an exact path", in: "imports = [\"/etc/containerd/conf.d/10-nri-cni.toml\"]\n"},
 		{name: "covered by an unclean path", in: "imports = [\"/etc/containerd/../containerd/conf.d//*.toml\"]\n"},
 		{name: "imports not a list", in: "imports = \"conf.d\"\n", err: `/etc/containerd/config.toml: imports = "conf.d" is not a list of paths`},
@@ -74,4 +81,20 @@ func TestEnsureImport(t *testing.T) {
 			assert.Empty(t, change2)
 		})
 	}
+}
+
+// TestMinimalContainerdConfigImportsTheDropInOnly: the main config
+// node-setup writes where there is none imports nri-cni's drop-in and no
+// other file of conf.d.
+func TestMinimalContainerdConfigImportsTheDropInOnly(t *testing.T) {
+	var doc map[string]any
+	require.NoError(t, toml.Unmarshal(MinimalContainerdConfig(), &doc))
+	assert.Equal(t, []any{ContainerdDropIn}, doc["imports"])
+	r := Check(Options{Runtime: "containerd", FS: fstest.MapFS{
+		mainPath:                              {Data: MinimalContainerdConfig()},
+		dropInPath:                            {Data: node.ContainerdDropIn()},
+		"etc/containerd/conf.d/99-stray.toml": file("[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = false\n"),
+	}})
+	assert.True(t, r.OK(), r.String())
+	assert.Equal(t, []string{ContainerdConfig, ContainerdDropIn}, r.Files, "the stray file is not read")
 }

@@ -4,22 +4,24 @@
 // container while nri-cni is not connected. It reads the runtime's config
 // files the way the runtime does (containerd: the main config and its
 // `imports`; CRI-O: crio.conf and crio.conf.d) under a root directory, and
-// judges the runtime's version as reported over NRI.
+// judges the runtime's version as reported over NRI, and whether the
+// running runtime loaded those files (running.go). Every host path is
+// resolved inside the root (root.go).
 //
-// Pure functions and file reads only: no logging, no writes (`nri-cni
-// node-setup` writes), nothing that blocks.
+// Functions and file reads only: no logging, no writes (`nri-cni
+// node-setup` writes), nothing that blocks but RuntimeAt's one bounded
+// dial of the runtime's socket.
 package nodeconf
 
 import (
 	"fmt"
 	"io/fs"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nri-cni/nri-cni/deploy/node"
-	"github.com/nri-cni/nri-cni/hostroot"
 )
 
 // Runtime names, as the runtimes report themselves over NRI.
@@ -30,15 +32,18 @@ const (
 
 // Host paths the runtimes read by default.
 const (
-	ContainerdConfig     = "/etc/containerd/config.toml"
-	ContainerdDropInDir  = "/etc/containerd/conf.d"
-	ContainerdImportGlob = ContainerdDropInDir + "/*.toml"
+	ContainerdConfig    = "/etc/containerd/config.toml"
+	ContainerdDropInDir = "/etc/containerd/conf.d"
 	// ContainerdDropIn is where nri-cni's containerd drop-in is installed.
 	ContainerdDropIn = ContainerdDropInDir + "/" + node.ContainerdDropInName
+	// ContainerdSocket is containerd's API socket ([grpc] address).
+	ContainerdSocket = "/run/containerd/containerd.sock"
 	CRIOConfig       = "/etc/crio/crio.conf"
 	CRIODropInDir    = "/etc/crio/crio.conf.d"
 	// CRIODropIn is where nri-cni's CRI-O drop-in is installed.
 	CRIODropIn = CRIODropInDir + "/" + node.CRIODropInName
+	// CRIOSocket is CRI-O's API socket ([crio.api] listen).
+	CRIOSocket = "/var/run/crio/crio.sock"
 )
 
 // Options says what to check.
@@ -73,6 +78,19 @@ type Report struct {
 	// Findings are what stands between this node and fail-closed pods;
 	// none when it is set up.
 	Findings []Finding
+	// Socket is the runtime's API socket as its config names it (a host
+	// path; "" when the config could not be read): where the running
+	// runtime is found (RuntimePid).
+	Socket string `json:"socket,omitempty"`
+	// Dirs are the directories whose listing the runtime reads (globbed
+	// imports, CRI-O's drop-in dir): a file added to or removed from one
+	// after the runtime started is not in effect either.
+	Dirs []string `json:"dirs,omitempty"`
+	// Running is the running runtime as Judge found it (nil: not judged).
+	Running *Running `json:"running,omitempty"`
+	// Changed are the Files and Dirs changed after the running runtime
+	// started: it runs without these changes until it is restarted.
+	Changed []string `json:"changed,omitempty"`
 }
 
 // Finding is one thing missing, with the files it is about and its fix.
@@ -85,28 +103,62 @@ type Finding struct {
 // OK reports whether nothing is missing.
 func (r Report) OK() bool { return len(r.Findings) == 0 }
 
-// String renders the report for a person: one line when all is well, else
-// one entry per finding with its files and its fix.
+// String renders the report for a person: what the files set, then the
+// state (State) with its reason, and for each finding its files and fix.
 func (r Report) String() string {
 	name := r.Runtime
 	if r.RuntimeVersion != "" {
 		name += " " + r.RuntimeVersion
 	}
 	var b strings.Builder
-	if r.OK() {
-		fmt.Fprintf(&b, "%s: NRI on, default validator on: pods requiring nri-cni wait for it once the runtime runs with these files (read: %s)\n",
-			name, strings.Join(r.Files, ", "))
+	if !r.OK() {
+		fmt.Fprintf(&b, "%s: not set up to hold back pods that require nri-cni while it is away:\n", name)
+		for _, f := range r.Findings {
+			fmt.Fprintf(&b, "  - %s\n", f.Problem)
+			if len(f.Files) > 0 {
+				fmt.Fprintf(&b, "    checked: %s\n", strings.Join(f.Files, ", "))
+			}
+			fmt.Fprintf(&b, "    fix: %s\n", f.Fix)
+		}
+		fmt.Fprintf(&b, "  state: %s\n", StateFailOpen)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%s: not set up to hold back pods that require nri-cni while it is away:\n", name)
-	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "  - %s\n", f.Problem)
-		if len(f.Files) > 0 {
-			fmt.Fprintf(&b, "    checked: %s\n", strings.Join(f.Files, ", "))
+	files := strings.Join(r.Files, ", ")
+	rt := r.Running
+	switch r.State() {
+	case StateFailClosed:
+		if rt.NotRunning {
+			fmt.Fprintf(&b, "%s: NRI on, default validator on (read: %s)\n  state: %s: nothing serves %s: "+
+				"the runtime loads these files when it starts\n", name, files, StateFailClosed, r.Socket)
+			break
 		}
-		fmt.Fprintf(&b, "    fix: %s\n", f.Fix)
+		fmt.Fprintf(&b, "%s: NRI on, default validator on (read: %s)\n  state: %s: the running %s (pid %d, started %s) "+
+			"loaded these files: pods requiring nri-cni wait for it\n", name, files, StateFailClosed, r.Runtime, rt.Pid,
+			rt.Started.Format(time.RFC3339))
+	case StateRestartPending:
+		fmt.Fprintf(&b, "%s: NRI on, default validator on (read: %s)\n  state: %s: changed after the running %s (pid %d) "+
+			"started at %s: %s; it runs without these changes until it is restarted\n    fix: restart %s\n",
+			name, files, StateRestartPending, r.Runtime, rt.Pid, rt.Started.Format(time.RFC3339),
+			strings.Join(r.Changed, ", "), RestartCommand(r.Runtime))
+	default:
+		if rt == nil {
+			fmt.Fprintf(&b, "%s: NRI on, default validator on: pods requiring nri-cni wait for it once the runtime runs "+
+				"with these files (read: %s)\n  state: %s: the running runtime was not checked\n", name, files, StateUnverified)
+			break
+		}
+		fmt.Fprintf(&b, "%s: NRI on, default validator on (read: %s)\n  state: %s: whether the running %s loaded these "+
+			"files is not known: %s\n    fix: if they changed since it started, restart %s\n",
+			name, files, StateUnverified, r.Runtime, rt.Unknown, RestartCommand(r.Runtime))
 	}
 	return b.String()
+}
+
+// RestartCommand names the runtime and how to restart it.
+func RestartCommand(runtime string) string {
+	if NormalizeRuntime(runtime) == RuntimeCRIO {
+		return "CRI-O (systemctl restart crio)"
+	}
+	return "containerd (systemctl restart containerd)"
 }
 
 // NormalizeRuntime maps a runtime's name to RuntimeContainerd or RuntimeCRIO
@@ -124,13 +176,7 @@ func NormalizeRuntime(name string) string {
 // reports what keeps pods that require nri-cni from waiting for it.
 func Check(o Options) Report {
 	r := Report{Runtime: NormalizeRuntime(o.Runtime), RuntimeVersion: o.RuntimeVersion}
-	fsys := o.FS
-	if fsys == nil {
-		// Each name resolved inside Root: a config file or drop-in dir
-		// that is an absolute symlink on the host is read where the
-		// runtime reads it.
-		fsys = hostroot.FS(o.Root)
-	}
+	fsys := fsOf(o)
 	switch r.Runtime {
 	case RuntimeContainerd:
 		checkContainerd(fsys, o, &r)
@@ -164,15 +210,6 @@ func fixCommand(runtime string, o Options) string {
 	return "run `nri-cni node-setup --runtime containerd" + flags + "`, then restart containerd (systemctl restart containerd)"
 }
 
-// rel turns a host path into a path in fsys (fs.FS paths have no leading /).
-func rel(hostPath string) string {
-	p := strings.TrimPrefix(path.Clean(filepath.ToSlash(hostPath)), "/")
-	if p == "" {
-		return "."
-	}
-	return p
-}
-
 // lookup walks doc along keys and returns the value there, if any.
 func lookup(doc map[string]any, keys ...string) (any, bool) {
 	var cur any = doc
@@ -186,6 +223,19 @@ func lookup(doc map[string]any, keys ...string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// text is a string key's effective value ("" = unset).
+func text(docs []map[string]any, keys ...string) string {
+	out := ""
+	for _, doc := range docs {
+		if v, ok := lookup(doc, keys...); ok {
+			if s, ok := v.(string); ok {
+				out = s
+			}
+		}
+	}
+	return out
 }
 
 // setting is a boolean key's effective value and the file that set it last

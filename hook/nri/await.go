@@ -39,6 +39,12 @@ import (
 type Hook struct {
 	Path, Socket string
 	Timeout      time.Duration
+	// Runnable, if set, says why the runtime could not run Path now (nil:
+	// it can): a binary missing or not executable on the node would fail
+	// every container it is added to (StartError), so none is handed out
+	// then; the container waits for its pod's attach inside CreateContainer,
+	// as with the hook off, and the readiness probe says why.
+	Runnable func() error
 }
 
 // maxAwaitRequest bounds a request line ("await <id> <ms>").
@@ -115,6 +121,9 @@ func (p *Plugin) hookFor(mgr *attach.Manager, sb attach.Sandbox, pidless bool) (
 	pending, err := mgr.Background().Poll(sb.ID)
 	if err != nil || !pending {
 		return nil, err != nil, err
+	}
+	if p.Hook.Runnable != nil && p.Hook.Runnable() != nil {
+		return nil, false, nil // waited for in CreateContainer instead
 	}
 	p.awaits.put(sb, pidless)
 	return p.Hook.adjustment(sb.ID), true, nil

@@ -3,6 +3,7 @@ package nri
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -153,4 +154,21 @@ func TestAwaitHookEndsWhenTheAttachEndsWithNothing(t *testing.T) {
 	f.Netns.Mu.Unlock()
 	require.True(t, f.Mgr.Background().Start(sb))
 	assert.Equal(t, "ok", ask(t, socket, "await sb1 10000\n"))
+}
+
+// A hook the runtime could not run (its binary missing or not executable on
+// the node) is never handed out: the container would fail to start. The
+// container waits for its pod's attach inside CreateContainer instead, as
+// with the hook off, and is created once the pod is attached.
+func TestCreateContainerHandsOutNoHookThatCannotRun(t *testing.T) {
+	f, p, _ := hookPlugin(t, "200ms", false)
+	p.Hook.Runnable = func() error { return errors.New("/opt/nri-cni/bin/nri-cni: no such file or directory") }
+	pod := runningPod(f, "sb1", 10)
+	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
+	adj, _, err := p.CreateContainer(attachtest.WithDeadline(t, 5*time.Second), pod, nriCtr("app", "sb1"))
+	require.NoError(t, err)
+	assert.Nil(t, adj, "no await hook")
+	rec, err := f.Store.Get("sb1")
+	require.NoError(t, err)
+	assert.Equal(t, state.PhaseAttached, rec.Phase, "attached before the container is created")
 }

@@ -9,6 +9,7 @@ package nri
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,10 @@ type Plugin struct {
 	// instead of waiting inside CreateContainer (await.go).
 	Hook   Hook
 	awaits awaits
+	// Dial, if set, connects to the runtime's NRI socket in external mode
+	// (nil: the stub's own dialer); the caller learns the runtime's process
+	// from the connection (the node check).
+	Dial func(socket string) (net.Conn, error)
 }
 
 func (p *Plugin) connection(up bool) {

@@ -26,7 +26,11 @@ func RunExternal(ctx context.Context, p *Plugin, socket, name, idx string, log *
 	backoff := minBackoff
 	for {
 		start := time.Now()
-		err := runOnce(ctx, p, stub.WithSocketPath(socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
+		opts := []stub.Option{stub.WithSocketPath(socket), stub.WithPluginName(name), stub.WithPluginIdx(idx)}
+		if p.Dial != nil {
+			opts = append(opts, stub.WithDialer(p.Dial))
+		}
+		err := runOnce(ctx, p, opts...)
 		p.disconnected()
 		if ctx.Err() != nil {
 			return nil

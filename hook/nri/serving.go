@@ -50,6 +50,14 @@ func (p *Plugin) Serving() (bool, string) {
 	return true, fmt.Sprintf("serving %s %s", p.conn.runtime, p.conn.version)
 }
 
+// Connected reports whether the plugin is connected to the runtime
+// (configured; synchronized or not).
+func (p *Plugin) Connected() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.conn.connected
+}
+
 // connected records a Configure (a new connection) and returns its
 // generation.
 func (p *Plugin) connected(runtime, version string) uint64 {

@@ -51,17 +51,24 @@ func TestNodeSetupContainerd(t *testing.T) {
 	ctd := filepath.Join(world.tools.ContainerdDir, "containerd")
 	const nriTable = "plugins.'io.containerd.nri.v1.nri'"
 	const validator = nriTable + ".default_validator"
+	// containerd's dump lists its default glob first whatever the file
+	// says; without a glob in the file it reads no drop-in through it.
+	const importsExact = "imports: ['/etc/containerd/conf.d/*.toml'] -> " +
+		"['/etc/containerd/conf.d/*.toml', '/etc/containerd/conf.d/10-nri-cni.toml']"
 	tests := []struct {
 		name  string
 		files map[string]string
 		// diff is what the dump must change: "table key: before -> after".
 		diff []string
 		kept []string // lines of the dump after
+		// stray: a file that lands in conf.d later (turning the validator
+		// off) stays inactive: node-setup imports its drop-in, not a glob.
+		stray bool
 	}{
 		{name: "no config",
-			diff: []string{validator + " enable: false -> true"}},
+			diff: []string{importsExact, validator + " enable: false -> true"}},
 		{name: "kind-like version 2", files: map[string]string{"etc/containerd/config.toml": kindLikeV2},
-			diff: []string{validator + " enable: false -> true"},
+			diff: []string{importsExact, validator + " enable: false -> true"}, stray: true,
 			kept: []string{"sandbox = 'registry.k8s.io/pause:3.9'",
 				"socket_path = '/run/custom/nri.sock'", "plugin_request_timeout = '7s'"}},
 		{name: "version 3 with imports", files: map[string]string{
@@ -97,6 +104,13 @@ func TestNodeSetupContainerd(t *testing.T) {
 			assert.Contains(t, deploy.TOMLTable(after, validator), "required_plugins = []", "per pod only: no node-wide list")
 			for _, k := range tc.kept {
 				assert.Contains(t, after, k)
+			}
+			if tc.stray {
+				require.NoError(t, os.WriteFile(filepath.Join(root, "etc/containerd/conf.d/99-stray.toml"),
+					[]byte("[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = false\n"), 0o644))
+				assert.Contains(t, deploy.TOMLTable(dump(), validator), "enable = true", "the stray file is not read")
+				code, out := nodeSetup(t, root, "--runtime", "containerd", "--check")
+				assert.Equal(t, 0, code, "node-setup's check agrees:\n%s", out)
 			}
 		})
 	}

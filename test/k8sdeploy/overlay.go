@@ -272,6 +272,9 @@ func (o *Overlay) mountHostRoot(rt cluster.NodeRuntime) (func() error, error) {
 		{Source: o.DHCPDir, Path: o.DHCPDir},
 		{Source: o.RecordDir, Path: o.RecordDir},
 		{Source: o.DeviceInfoDir, Path: o.DeviceInfoDir},
+		// The await hook's binary at the node path nri.conf names: nri-cni
+		// checks it can run there (failClosed.hookPath under nodeRoot).
+		{Source: o.HookBin, Path: o.HookBin, ReadOnly: true},
 	}
 	// nri-cni dials the kubelet's PodResources socket under pluginRoot. The
 	// directory, not the socket: a restarted kubelet makes a new one.

@@ -147,10 +147,14 @@ const usage = `usage:
   nri-cni install-plugins [--replace] --from DIR --to DIR NAME...
                         copy CNI plugins that are absent (DaemonSet init container);
                         --replace: every one (nri-cni itself, for the await hook)
-  nri-cni node-setup --runtime containerd|crio [--root DIR] [--config FILE] [--check]
+  nri-cni node-setup --runtime containerd|crio [--root DIR] [--config FILE]
+                     [--config-dir DIR] [--force] [--check]
                         install the runtime drop-in (deploy/node) that makes pods
                         annotated required-plugins.noderesource.dev/pod: '["nri-cni"]'
-                        wait for nri-cni, check the result; never restarts the runtime
+                        wait for nri-cni (backups kept; an edited drop-in only with
+                        --force), check the result and whether the running runtime
+                        loaded it; never restarts the runtime. --check: exit 0
+                        fail-closed, 1 not set up, 3 restart pending
   nri-cni version       print the version
   nri-cni               with NRI_PLUGIN_SOCKET set: pre-launched NRI plugin
                         (started by the runtime from its plugin dir)

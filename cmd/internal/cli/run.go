@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -17,6 +18,7 @@ import (
 	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/hostroot"
 	"github.com/nri-cni/nri-cni/metrics"
+	"github.com/nri-cni/nri-cni/nodeconf"
 	"github.com/nri-cni/nri-cni/reconcile"
 	"github.com/nri-cni/nri-cni/state"
 )
@@ -76,9 +78,6 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 	resync := reconcile.NewResyncer(mgr, log)
 	plugin := nri.New(&nri.Engine{Manager: mgr, Resync: resync}, nil, log)
 	plugin.Name, plugin.Idx = *name, *idx
-	if err := serveHook(ctx, plugin, cfg, log); err != nil {
-		return a.fail("%v", err)
-	}
 	var m *metrics.Metrics
 	if *metricsAddr != "" {
 		// Before anything runs that reports to it.
@@ -88,7 +87,11 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 		plugin.OnUnprotected = m.UnprotectedPod
 		m.SetReadiness(func() (bool, string) { return serving(plugin, kube) })
 	}
-	watchNode(plugin, m, log)
+	watch := watchNode(ctx, plugin, m, log)
+	plugin.Dial = watch.dial
+	if err := serveHook(ctx, plugin, cfg, log, watch); err != nil {
+		return a.fail("%v", err)
+	}
 	if kube != nil && kube.Start != nil {
 		if err := kube.Start(Started{Manager: mgr, Resync: resync, Metrics: m, Serving: func() error {
 			if ok, why := plugin.Serving(); !ok {
@@ -168,6 +171,7 @@ func prelaunched(ctx context.Context, a *app) int {
 	}()
 	log := logrus.NewEntry(logger).WithField("plugin", a.getenv(api.PluginIdxEnvVar)+"-"+a.getenv(api.PluginNameEnvVar))
 	var plugin *nri.Plugin // set below; configured before its first event
+	var watch *nodeWatcher // likewise
 	configure := func(ctx context.Context, text string) (*nri.Engine, error) {
 		cfg, err := config.Parse([]byte(text))
 		if err != nil {
@@ -197,7 +201,7 @@ func prelaunched(ctx context.Context, a *app) int {
 			return nil, err
 		}
 		mgr := built.Manager
-		if err := serveHook(runCtx, plugin, cfg, log); err != nil {
+		if err := serveHook(runCtx, plugin, cfg, log, watch); err != nil {
 			return nil, err
 		}
 		// The watchers live as long as the process, not the request.
@@ -206,7 +210,13 @@ func prelaunched(ctx context.Context, a *app) int {
 	log.WithField("version", buildVersion()).Info("nri-cni starting (pre-launched)")
 	plugin = nri.New(nil, configure, log)
 	plugin.Name, plugin.Idx = a.getenv(api.PluginNameEnvVar), a.getenv(api.PluginIdxEnvVar)
-	watchNode(plugin, nil, log)
+	watch = watchNode(runCtx, plugin, nil, log)
+	if fd, err := strconv.Atoi(a.getenv(api.PluginSocketEnvVar)); err == nil {
+		// The runtime made the socket pair: it is the peer.
+		if pid, err := nodeconf.PeerPidFd(fd); err == nil {
+			watch.pid.Store(int64(pid))
+		}
+	}
 	dumpStatsOnSIGUSR1(ctx, plugin.Manager, log)
 	if err := nri.RunPrelaunched(ctx, plugin); err != nil {
 		if nri.ClosedByRuntime(err) {
@@ -225,7 +235,7 @@ func prelaunched(ctx context.Context, a *app) int {
 // backgroundAttach): the plugin answers the hook on its socket until ctx
 // ends and adds it to containers whose pod is still being attached. A
 // reconfigured pre-launched plugin keeps the socket it serves.
-func serveHook(ctx context.Context, plugin *nri.Plugin, cfg config.Config, log *logrus.Entry) error {
+func serveHook(ctx context.Context, plugin *nri.Plugin, cfg config.Config, log *logrus.Entry, watch *nodeWatcher) error {
 	fc := cfg.FailClosed
 	if !fc.HookOn() || plugin.Hook.Socket != "" {
 		return nil
@@ -234,26 +244,30 @@ func serveHook(ctx context.Context, plugin *nri.Plugin, cfg config.Config, log *
 		log.Warn("failClosed.hookSocket is set but backgroundAttach is off: the await hook is not used (containers wait for the attach in CreateContainer)")
 		return nil
 	}
-	path := fc.HookPath
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("failClosed.hookPath: the running binary's path: %w", err)
-		}
-		path = exe
+	path, err := awaitHookBinary(cfg)
+	if err != nil {
+		return err
 	}
 	if err := plugin.ServeAwait(ctx, fc.HookSocket); err != nil {
 		return fmt.Errorf("failClosed.hookSocket: %w", err)
 	}
-	plugin.Hook = nri.Hook{Path: path, Socket: fc.HookSocket, Timeout: fc.HookTimeout.D()}
+	runnable := hookRunnable(cfg, path)
+	plugin.Hook = nri.Hook{Path: path, Socket: fc.HookSocket, Timeout: fc.HookTimeout.D(), Runnable: runnable}
+	watch.setHook(path, runnable)
 	log.WithFields(logrus.Fields{"socket": fc.HookSocket, "hook": path}).Info("await hook on: a container whose pod is still being attached waits for it in an OCI hook, outside NRI")
 	return nil
 }
 
 // serving is the readiness probe's answer: the plugin connected and
-// synchronized with the runtime, and Kubernetes mode (if on) ready.
+// synchronized with the runtime, the await hook's binary (if the hook is
+// on) able to run, and Kubernetes mode (if on) ready.
 func serving(plugin *nri.Plugin, kube *KubeMode) (bool, string) {
 	ok, why := plugin.Serving()
+	if plugin.Hook.Runnable != nil {
+		if err := plugin.Hook.Runnable(); err != nil {
+			ok, why = false, fmt.Sprintf("%s; %v", why, err)
+		}
+	}
 	if !ok {
 		return false, why
 	}
