@@ -2,8 +2,6 @@ package kube
 
 import (
 	"fmt"
-	"io"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,23 +23,13 @@ func TestDRACheckpointReported(t *testing.T) {
 	rec.IncludeObject = true
 	r, ok := NewDRAReporter("node-1", m, rec).(dra.CheckpointReporter)
 	require.True(t, ok, "the driver's report hears of the checkpoint")
-	scrape := func() string {
-		srv := httptest.NewServer(m.Handler())
-		defer srv.Close()
-		resp, err := srv.Client().Get(srv.URL + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return string(body)
-	}
 	gauge := func(reason string, v int) string {
 		return fmt.Sprintf(`nri_cni_dra_checkpoint_unreadable{reason=%q} %d`, reason, v)
 	}
 	const path = "/proc/1/root/var/lib/kubelet/dra_manager_state"
 
 	r.KubeletCheckpoint(path, "", nil)
-	body := scrape()
+	body := scrape(t, m)
 	for _, reason := range dra.CheckpointReasons {
 		assert.Contains(t, body, gauge(reason, 0))
 	}
@@ -49,7 +37,7 @@ func TestDRACheckpointReported(t *testing.T) {
 
 	version := fmt.Errorf("%s: %w: kind \"DRACheckpoint\" apiVersion \"checkpoint.dra.kubelet.k8s.io/v2\"", path, dra.ErrCheckpointVersion)
 	r.KubeletCheckpoint(path, dra.CheckpointVersion, version)
-	body = scrape()
+	body = scrape(t, m)
 	assert.Contains(t, body, gauge(dra.CheckpointVersion, 1))
 	assert.Contains(t, body, gauge(dra.CheckpointMissing, 0))
 	got := events(rec)
@@ -64,7 +52,7 @@ func TestDRACheckpointReported(t *testing.T) {
 	assert.Empty(t, events(rec), "once per reason")
 	missing := fmt.Errorf("the kubelet's DRA checkpoint: open %s: no such file or directory", path)
 	r.KubeletCheckpoint(path, dra.CheckpointMissing, missing)
-	body = scrape()
+	body = scrape(t, m)
 	assert.Contains(t, body, gauge(dra.CheckpointMissing, 1))
 	assert.Contains(t, body, gauge(dra.CheckpointVersion, 0))
 	assert.Len(t, events(rec), 1, "another reason is told")

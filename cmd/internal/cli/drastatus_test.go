@@ -36,7 +36,7 @@ func TestStatusDRACheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	const path = "/proc/1/root/var/lib/kubelet/dra_manager_state"
 	r := state.CheckpointReport{Since: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), Path: path, Reason: "version",
-		Error: path + `: the kubelet's DRA checkpoint is of a kind or version nri-cni does not read: kind "DRACheckpoint" apiVersion "v2"`,
+		Error:    path + `: the kubelet's DRA checkpoint is of a kind or version nri-cni does not read: kind "DRACheckpoint" apiVersion "v2"`,
 		HeldBack: []string{"team/net (uid uid-net, pods pod-1): its prepared-claim record /s/claims/uid-net.json is missing"},
 		Unplaced: []string{"uid-x"}}
 	require.NoError(t, claims.SaveReport(r))
