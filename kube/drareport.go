@@ -35,6 +35,9 @@ const (
 // networks not published now, by reason.
 type DRAObserver interface {
 	SetDRAUnpublished(byReason map[string]int)
+	// SetDRACheckpointUnreadable: whether the kubelet's DRA checkpoint
+	// cannot be read, by reason (dracheckpoint.go).
+	SetDRACheckpointUnreadable(byReason map[string]bool)
 }
 
 // nadLookup finds a NAD in the cache: its reference for an Event and its
@@ -49,15 +52,18 @@ type draReport struct {
 	lookup   nadLookup
 	now      func() time.Time
 
-	mu     sync.Mutex        // guards told, tokens, at
+	mu     sync.Mutex        // guards told, tokens, at, checkpointTold
 	told   map[string]string // NAD (namespace/name) -> what it was told: version and class
 	tokens float64
 	at     time.Time
+	// checkpointTold: the reasons the Node was told the kubelet's DRA
+	// checkpoint cannot be read for (dracheckpoint.go).
+	checkpointTold map[string]bool
 }
 
 func newDRAReport(node string, observer DRAObserver, recorder record.EventRecorder, lookup nadLookup) *draReport {
 	return &draReport{node: node, observer: observer, recorder: recorder, lookup: lookup, now: time.Now,
-		told: map[string]string{}, tokens: eventBurst}
+		told: map[string]string{}, tokens: eventBurst, checkpointTold: map[string]bool{}}
 }
 
 // Unpublished implements dra.Reporter.

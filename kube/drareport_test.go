@@ -31,6 +31,19 @@ func events(rec *record.FakeRecorder) []string {
 	}
 }
 
+// scrape is what m's /metrics serves.
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
 // A NAD that cannot be published is reported: the gauge by reason on every
 // refresh, and a Warning Event on the NAD — once per object version and
 // reason, only for what is the NAD owner's to fix, and at most a burst of
@@ -82,17 +95,11 @@ func TestDRAReportEventsAndMetric(t *testing.T) {
 
 	// The gauge: every reason, the last refresh's counts.
 	r.Unpublished(skips)
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	body := scrape(t, m)
 	for _, line := range []string{`nri_cni_dra_unpublished{reason="api-limits"} 1`, `nri_cni_dra_unpublished{reason="cannot-attach"} 1`,
 		`nri_cni_dra_unpublished{reason="refused"} 1`, `nri_cni_dra_unpublished{reason="max-devices"} 1`,
 		`nri_cni_dra_unpublished{reason="namespace-share"} 0`, `nri_cni_dra_unpublished{reason="duplicate"} 0`} {
-		assert.Contains(t, string(body), line)
+		assert.Contains(t, body, line)
 	}
 }
 

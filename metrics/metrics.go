@@ -31,7 +31,10 @@ type Metrics struct {
 	// nodeState: the node's fail-closed state, one-hot by state;
 	// awaitHook: whether the await hook's binary can run, by path.
 	nodeState, awaitHook *prometheus.GaugeVec
-	isUp                 atomic.Bool
+	// draCheckpoint: whether the kubelet's DRA checkpoint cannot be read,
+	// by reason.
+	draCheckpoint *prometheus.GaugeVec
+	isUp          atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -95,7 +98,11 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 		Name: "nri_cni_await_hook_runnable",
 		Help: "With the await hook on (failClosed.hookSocket): 1 while its binary (failClosed.hookPath, on the node) is an executable file, else 0 (containers then wait in CreateContainer, and /readyz fails).",
 	}, []string{"path"})
-	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook)
+	m.draCheckpoint = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nri_cni_dra_checkpoint_unreadable",
+		Help: "1 while nri-cni's DRA driver cannot read the kubelet's DRA checkpoint, for the reason (missing, permission, version, checksum, corrupt, read-error), else 0: a lost prepared-claim record is then detected only for pods nri-cni attached before (nri-cni status lists what is held back).",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook, m.draCheckpoint)
 	return m
 }
 
@@ -235,5 +242,17 @@ func (m *Metrics) SetDRAUnpublished(byReason map[string]int) {
 	m.draUnpublished.Reset() // a reason no longer seen goes to 0, not its last value
 	for reason, n := range byReason {
 		m.draUnpublished.WithLabelValues(reason).Set(float64(n))
+	}
+}
+
+// SetDRACheckpointUnreadable records whether the kubelet's DRA checkpoint
+// cannot be read, by reason (kube.DRAObserver).
+func (m *Metrics) SetDRACheckpointUnreadable(byReason map[string]bool) {
+	for reason, unreadable := range byReason {
+		v := 0.0
+		if unreadable {
+			v = 1
+		}
+		m.draCheckpoint.WithLabelValues(reason).Set(v)
 	}
 }

@@ -52,6 +52,12 @@ func (c claim) nad() (NADRef, bool) {
 
 // parseClaim parses d's configs under the limits.
 func (p *Planner) parseClaim(d state.ClaimDevice) (claim, error) {
+	if d.Unrecorded != "" && d.Unjudged != "" {
+		return claim{}, fmt.Errorf("%s: %w: %s; nri-cni cannot read the kubelet's DRA checkpoint to judge it (%s), so the "+
+			"pod does not start without it until the checkpoint can be read or the record is rebuilt, prepared again or "+
+			"unprepared (docs/dra.md, \"A lost record fails the pod closed\")", unjudgedClaim(d.Ref), ErrClaimRecordMissing,
+			d.Unrecorded, d.Unjudged)
+	}
 	if d.Unrecorded != "" {
 		return claim{}, fmt.Errorf("ResourceClaim %s (uid %s): %w: %s; the kubelet's checkpoint holds it as prepared "+
 			"by nri-cni.io and will not prepare it again, so the pod does not start without its network (nri-cni "+
@@ -60,6 +66,30 @@ func (p *Planner) parseClaim(d state.ClaimDevice) (claim, error) {
 	}
 	sel, err := ParseNetworkConfig(d.Ref.Where(), d.Configs, p.cfg.Limits.MaxAnnotationBytes)
 	return claim{Ref: d.Ref, Network: d.Network, Config: sel}, err
+}
+
+// unjudgedClaim names the claim of a stand-in while the kubelet's
+// checkpoint cannot be read: the claim, or only its UID when nothing names
+// its namespace (an unreadable record no attachment record names).
+func unjudgedClaim(r ClaimRef) string {
+	if r.Namespace == "" {
+		return fmt.Sprintf("a prepared claim (uid %s) whose pod nri-cni cannot name", r.UID)
+	}
+	return fmt.Sprintf("ResourceClaim %s (uid %s)", r, r.UID)
+}
+
+// placed drops the stand-ins of claims whose namespace is unknown (an
+// unreadable record no attachment record names): in a namespace nri-cni
+// does not serve, no claim was prepared (CheckClaim refuses it), so they
+// are not its pods'.
+func placed(devs []state.ClaimDevice) []state.ClaimDevice {
+	var out []state.ClaimDevice
+	for _, d := range devs {
+		if d.Ref.Namespace != "" || d.Unrecorded == "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func source(c ClaimConfig) string {

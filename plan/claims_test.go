@@ -142,6 +142,18 @@ func unrecorded(claim, why string) state.ClaimDevice {
 		Unrecorded: why}
 }
 
+// unjudged is d standing in while the kubelet's checkpoint cannot be read.
+func unjudged(d state.ClaimDevice) state.ClaimDevice {
+	d.Unjudged = "/k/dra_manager_state: version 2"
+	return d
+}
+
+// unplacedRecord stands in for an unreadable record no attachment record
+// names: its claim's namespace is unknown.
+func unplacedRecord() state.ClaimDevice {
+	return state.ClaimDevice{Ref: state.ClaimRef{UID: "uid-x", Driver: "nri-cni.io"}, Unrecorded: "its record is unreadable"}
+}
+
 // TestPlanClaims: a pod's prepared claims become attachments after its
 // annotation's, under the same gates.
 func TestPlanClaims(t *testing.T) {
@@ -210,6 +222,25 @@ func TestPlanClaims(t *testing.T) {
 				"the kubelet's checkpoint holds it as prepared by nri-cni.io"},
 		{name: "a claim without record alone", claims: []state.ClaimDevice{unrecorded("c2", "unreadable")},
 			err: ErrClaimRecordMissing, msg: "ResourceClaim team/c2"},
+		// Issue 41, item 7: while the kubelet's checkpoint cannot be read,
+		// a claim that may be lost fails the pod, saying why it cannot be
+		// judged; one whose pod is unknown does not hold pods of a
+		// namespace nri-cni does not serve (no claim was prepared there).
+		{name: "a lost claim, the checkpoint unreadable", claims: []state.ClaimDevice{device("c1", "net", "alpha"),
+			unjudged(unrecorded("c2", "its prepared-claim record /x is missing"))},
+			err: ErrClaimRecordMissing, msg: "ResourceClaim team/c2 (uid uid-c2): no record of the prepared claim: its prepared-claim " +
+				"record /x is missing; nri-cni cannot read the kubelet's DRA checkpoint to judge it (/k/dra_manager_state: version 2), " +
+				"so the pod does not start without it"},
+		{name: "an unplaced record, the checkpoint unreadable", claims: []state.ClaimDevice{unjudged(unplacedRecord())},
+			err: ErrClaimRecordMissing, msg: "a prepared claim (uid uid-x) whose pod nri-cni cannot name: no record of the prepared " +
+				"claim: its record is unreadable; nri-cni cannot read the kubelet's DRA checkpoint"},
+		{name: "an unplaced record does not hold a namespace not served",
+			tune:   func(c *config.Config) { c.Namespaces.Exclude = []string{"team"} },
+			claims: []state.ClaimDevice{unjudged(unplacedRecord())}},
+		{name: "a lost claim in a namespace not served still fails",
+			tune:   func(c *config.Config) { c.Namespaces.Exclude = []string{"team"} },
+			claims: []state.ClaimDevice{unjudged(unplacedRecord()), unjudged(unrecorded("c2", "missing"))},
+			err:    ErrClaimNotAllowed, msg: `ResourceClaim team/c2 request "" (device ): claim not allowed: namespace "team" is filtered out`},
 		{name: "limit counts annotation and claims", tune: func(c *config.Config) { c.Limits.MaxNetworksPerPod = 2 },
 			ann:    map[string]string{AnnotationNPWGNetworks: "red"},
 			claims: []state.ClaimDevice{device("c1", "a", "alpha"), device("c1", "b", "beta")},

@@ -237,10 +237,10 @@ func (p *Planner) CheckReady(atts []Attachment) error {
 // added ones).
 func (p *Planner) Plan(ctx context.Context, pod Pod) (Plan, error) {
 	if !p.cfg.Namespaces.Allows(pod.Namespace) {
-		if len(pod.Claims) > 0 {
+		if claims := placed(pod.Claims); len(claims) > 0 {
 			// Prepared claims are never dropped silently.
 			return Plan{}, fmt.Errorf("%s: %w: namespace %q is filtered out (config namespaces)",
-				pod.Claims[0].Ref.Where(), ErrClaimNotAllowed, pod.Namespace)
+				claims[0].Ref.Where(), ErrClaimNotAllowed, pod.Namespace)
 		}
 		return Plan{Skip: fmt.Sprintf("namespace %q is filtered out (config namespaces)", pod.Namespace)}, nil
 	}

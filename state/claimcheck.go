@@ -52,6 +52,7 @@ func (m MissingClaim) String() string { return m.Namespace + "/" + m.Name }
 func (c *Claims) Reconcile(held []HeldClaim) []MissingClaim {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unjudged, c.judged, c.attached = "", true, nil // judged: the attachment records are not needed again
 	missing := map[string]MissingClaim{}
 	stillHeld := map[string]bool{}
 	for _, h := range held {
@@ -59,14 +60,7 @@ func (c *Claims) Reconcile(held []HeldClaim) []MissingClaim {
 		if _, ok := c.byUID[h.UID]; ok || c.released[h.UID] || ValidID(h.UID) != nil {
 			continue
 		}
-		m := MissingClaim{HeldClaim: h}
-		p, _ := c.path(h.UID)
-		if err, ok := c.unreadable[h.UID]; ok {
-			m.Reason = fmt.Sprintf("its prepared-claim record is unreadable (%v)", err)
-		} else {
-			m.Reason = fmt.Sprintf("its prepared-claim record %s is missing", p)
-		}
-		missing[h.UID] = m
+		missing[h.UID] = MissingClaim{HeldClaim: h, Reason: c.lost(h.UID)}
 	}
 	c.missing = missing
 	for uid := range c.released {
@@ -111,24 +105,39 @@ func (c *Claims) Stale(held []HeldClaim) []PreparedClaim {
 	return out
 }
 
+// lost says why the claim of uid has no readable record (c.mu held).
+func (c *Claims) lost(uid string) string {
+	if err, ok := c.unreadable[uid]; ok {
+		return fmt.Sprintf("its prepared-claim record is unreadable (%v)", err)
+	}
+	p, _ := c.path(uid)
+	return fmt.Sprintf("its prepared-claim record %s is missing", p)
+}
+
 // missingFor: a stand-in for each missing claim of the pod (c.mu held).
 func (c *Claims) missingFor(podUID string) []ClaimDevice {
 	var out []ClaimDevice
 	for _, m := range c.missingLocked() {
-		if !slices.Contains(m.Pods, podUID) {
-			continue
+		if slices.Contains(m.Pods, podUID) {
+			out = append(out, standIn(m, ""))
 		}
-		ref := ClaimRef{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Driver: nriCNIDriver}
-		if len(m.Devices) > 0 {
-			d := m.Devices[0]
-			ref.Pool, ref.Device = d.Pool, d.Device
-			if len(d.Requests) > 0 {
-				ref.Request = d.Requests[0]
-			}
-		}
-		out = append(out, ClaimDevice{Ref: ref, Unrecorded: m.Reason})
 	}
 	return out
+}
+
+// standIn is the stand-in of a claim without a readable record, naming
+// the claim and its first device; unjudged says why the kubelet's
+// checkpoint cannot be read, if that is why it stands in.
+func standIn(m MissingClaim, unjudged string) ClaimDevice {
+	ref := ClaimRef{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Driver: nriCNIDriver}
+	if len(m.Devices) > 0 {
+		d := m.Devices[0]
+		ref.Pool, ref.Device = d.Pool, d.Device
+		if len(d.Requests) > 0 {
+			ref.Request = d.Requests[0]
+		}
+	}
+	return ClaimDevice{Ref: ref, Unrecorded: m.Reason, Unjudged: unjudged}
 }
 
 // nriCNIDriver is the DRA driver whose claims are recorded here.

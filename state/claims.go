@@ -66,6 +66,11 @@ type ClaimDevice struct {
 	// Configs are unknown. Planning refuses it: the pod must not start
 	// without the claim's network.
 	Unrecorded string `json:"-"`
+	// Unjudged, with Unrecorded, marks a stand-in for a claim that may be
+	// lost while the kubelet's checkpoint cannot be read (claimjudge.go):
+	// why it cannot. Ref.Namespace is empty when not even the claim's pod
+	// is known (an unreadable record nothing else names).
+	Unjudged string `json:"-"`
 }
 
 // PreparedClaim is a claim the kubelet prepared on this node.
@@ -98,6 +103,13 @@ type Claims struct {
 	// released: claims unprepared (Delete) that the kubelet's checkpoint
 	// may still list for a moment; never missing (claimcheck.go).
 	released map[string]bool
+	// What holds back pods while the kubelet's checkpoint cannot be read
+	// (claimjudge.go): why not (empty: it was read at the last try),
+	// whether it was ever read since open, and the claims of each pod
+	// that the attachment records named at open (dropped once judged).
+	unjudged string
+	judged   bool
+	attached map[string][]ClaimRef
 }
 
 // OpenClaims opens (creating it, 0700) the claims directory under the
@@ -141,6 +153,7 @@ func OpenClaims(stateDir string) (*Claims, error) {
 		}
 		c.index(&pc)
 	}
+	c.attached = attachedClaims(stateDir)
 	return c, nil
 }
 
@@ -250,7 +263,9 @@ func (c *Claims) Get(uid string) (PreparedClaim, bool) {
 // ForPod returns the devices of the claims prepared for the pod of uid,
 // ordered by claim (namespace/name), then as allocated; then a stand-in
 // (ClaimDevice.Unrecorded) for each claim the kubelet holds as prepared for
-// the pod of which there is no readable record. Memory only.
+// the pod of which there is no readable record, and, while the kubelet's
+// checkpoint cannot be read, for each claim that may be the pod's and lost
+// (claimjudge.go). Memory only.
 func (c *Claims) ForPod(podUID string) []ClaimDevice {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -264,7 +279,8 @@ func (c *Claims) ForPod(podUID string) []ClaimDevice {
 	for _, pc := range claims {
 		out = append(out, pc.Devices...)
 	}
-	return append(out, c.missingFor(podUID)...)
+	out = append(out, c.missingFor(podUID)...)
+	return append(out, c.unjudgedFor(podUID)...)
 }
 
 // List returns every prepared claim, by namespace/name.

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,8 +59,42 @@ const (
 // Errors of the kubelet's checkpoint.
 var (
 	ErrCheckpointCorrupt = errors.New("the kubelet's DRA checkpoint is corrupt")
-	ErrCheckpointVersion = errors.New("the kubelet's DRA checkpoint is of a kind or version nri-cni does not read")
+	// ErrCheckpointChecksum comes with ErrCheckpointCorrupt.
+	ErrCheckpointChecksum = errors.New("its checksum does not match its data")
+	ErrCheckpointVersion  = errors.New("the kubelet's DRA checkpoint is of a kind or version nri-cni does not read")
 )
+
+// Why the kubelet's checkpoint cannot be read (CheckpointReason): the
+// label values of nri_cni_dra_checkpoint_unreadable, a bounded set.
+const (
+	CheckpointMissing    = "missing"    // no such file (another kubeletDir, or not in the host's PID namespace)
+	CheckpointPermission = "permission" // closed to nri-cni
+	CheckpointVersion    = "version"    // a kind or version nri-cni does not read (a newer kubelet)
+	CheckpointChecksum   = "checksum"   // its checksum does not match
+	CheckpointCorrupt    = "corrupt"    // not the kubelet's JSON, or too large
+	CheckpointReadError  = "read-error" // any other error of reading it
+)
+
+// CheckpointReasons are every CheckpointReason.
+var CheckpointReasons = []string{CheckpointMissing, CheckpointPermission, CheckpointVersion, CheckpointChecksum,
+	CheckpointCorrupt, CheckpointReadError}
+
+// CheckpointReason classes an error of ReadKubeletClaims.
+func CheckpointReason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return CheckpointMissing
+	case errors.Is(err, fs.ErrPermission):
+		return CheckpointPermission
+	case errors.Is(err, ErrCheckpointVersion):
+		return CheckpointVersion
+	case errors.Is(err, ErrCheckpointChecksum):
+		return CheckpointChecksum
+	case errors.Is(err, ErrCheckpointCorrupt):
+		return CheckpointCorrupt
+	}
+	return CheckpointReadError
+}
 
 // CheckpointPath is where nri-cni reads the kubelet's checkpoint: in the
 // kubelet's root dir under the host's root (hostRoot) where that can be
@@ -112,7 +147,7 @@ type kubeletCheckpointData struct {
 func ReadKubeletClaims(path, driver string) ([]state.HeldClaim, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("the kubelet's DRA checkpoint: %w", err)
+		return nil, fmt.Errorf("the kubelet's DRA checkpoint: %w", err) // the PathError names it
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxCheckpointBytes+1))
@@ -141,7 +176,7 @@ func ParseKubeletCheckpoint(file []byte, driver string) ([]state.HeldClaim, erro
 		return nil, fmt.Errorf("%w: no Data or no Checksum", ErrCheckpointCorrupt)
 	}
 	if sum := crc32.ChecksumIEEE([]byte(*cp.Data)); sum != *cp.Checksum {
-		return nil, fmt.Errorf("%w: checksum %d, its data sums to %d", ErrCheckpointCorrupt, *cp.Checksum, sum)
+		return nil, fmt.Errorf("%w: %w (checksum %d, its data sums to %d)", ErrCheckpointCorrupt, ErrCheckpointChecksum, *cp.Checksum, sum)
 	}
 	var d kubeletCheckpointData
 	if err := json.Unmarshal([]byte(*cp.Data), &d); err != nil {

@@ -65,6 +65,12 @@ type ClaimStore interface {
 	// kubelet's checkpoint says are prepared (records.go).
 	Reconcile(held []state.HeldClaim) []state.MissingClaim
 	Stale(held []state.HeldClaim) []state.PreparedClaim
+	Missing() []state.MissingClaim
+	// CannotJudge and Unjudged: while the checkpoint cannot be read
+	// (state/claimjudge.go); SaveReport keeps the report for `status`.
+	CannotJudge(why string)
+	Unjudged() state.Unjudged
+	SaveReport(r state.CheckpointReport) error
 }
 
 // Options wire a Driver.

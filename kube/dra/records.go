@@ -22,19 +22,30 @@ package dra
 //     why, and the pod stays held back until it is deleted;
 //   - records of claims the checkpoint does not hold are reported, not
 //     removed: a claim being prepared has a record before the kubelet's
-//     checkpoint lists its devices.
+//     checkpoint lists its devices;
+//   - while the checkpoint cannot be read (a newer kubelet's format, a bad
+//     checksum, the file missing or closed to nri-cni), the records hold
+//     back the pods whose claim may be lost (state/claimjudge.go's rules)
+//     and the driver rebuilds what it can name; it is reported at each
+//     change: the log, the gauge nri_cni_dra_checkpoint_unreadable{reason}
+//     and a Warning Event on the Node once per reason (CheckpointReporter),
+//     and the report `nri-cni status` prints (state.CheckpointReport).
+//     Readiness does not change: the kubelet's format is not nri-cni's
+//     health, and a readiness that followed it would stop a DaemonSet
+//     rollout on every node whose kubelet is newer than nri-cni.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nri-cni/nri-cni/loop"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-cni/nri-cni/loop"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -43,6 +54,15 @@ import (
 // Event on the claim. The driver's Sink implements it (kube.StatusWriter).
 type RecordWarner interface {
 	ClaimRecordMissing(namespace, name, uid, message string)
+}
+
+// CheckpointReporter is told what nri-cni learns of the kubelet's
+// checkpoint at path, at each change: reason "" when it was read, else its
+// class (CheckpointReasons) and the error, which names the file. The
+// driver's Reporter implements it (kube: the gauge and a Warning Event on
+// the Node).
+type CheckpointReporter interface {
+	KubeletCheckpoint(path, reason string, err error)
 }
 
 // Record keeping's pace and bounds.
@@ -56,11 +76,19 @@ const (
 // CheckRecordsAtStart compares the claim records with the kubelet's
 // checkpoint at path, with no API call: at start, before nri-cni serves the
 // runtime, so no sandbox of a pod whose claim record is gone starts before
-// the driver is up. It logs what it finds.
-func CheckRecordsAtStart(claims *state.Claims, path string, log *logrus.Entry) {
+// the driver is up. If the checkpoint cannot be read, the records are told
+// (state.Claims.CannotJudge) before the first pod. It logs what it finds
+// and saves the report for `nri-cni status`.
+func CheckRecordsAtStart(claims ClaimStore, path string, log *logrus.Entry) {
 	held, err := ReadKubeletClaims(path, DriverName)
+	defer func() {
+		if serr := claims.SaveReport(checkpointReport(path, err, claims, time.Now())); serr != nil {
+			log.WithError(serr).Warn("DRA: the report of the kubelet's DRA checkpoint is not saved for nri-cni status")
+		}
+	}()
 	if err != nil {
-		log.WithError(err).Warn("DRA: cannot read the kubelet's DRA checkpoint: a claim whose record is lost is not detected until it can")
+		claims.CannotJudge(err.Error())
+		logUnjudged(log, claims, err)
 		return
 	}
 	for _, m := range claims.Reconcile(held) {
@@ -68,6 +96,41 @@ func CheckRecordsAtStart(claims *state.Claims, path string, log *logrus.Entry) {
 			Error("DRA: the kubelet holds this claim as prepared by nri-cni.io, but " + m.Reason +
 				": its pod's networks fail until the record is rebuilt from the claim")
 	}
+}
+
+// logUnjudged logs that the checkpoint cannot be read and what that holds
+// back.
+func logUnjudged(log *logrus.Entry, claims ClaimStore, err error) {
+	u := claims.Unjudged()
+	l := log.WithError(err).WithFields(logrus.Fields{"reason": CheckpointReason(err), "missing": len(claims.Missing()),
+		"lost": len(u.Lost), "unplaced": u.Unplaced})
+	switch {
+	case len(u.Unplaced) > 0:
+		l.Error("DRA: cannot read the kubelet's DRA checkpoint, and prepared-claim records of claims nri-cni cannot place " +
+			"are unreadable: every pod nri-cni has not attached before is held back until the checkpoint can be read or the " +
+			"kubelet prepares or unprepares those claims again (docs/dra.md)")
+	case u.Judged:
+		l.Warn("DRA: cannot read the kubelet's DRA checkpoint: the claims found missing at its last read stay held back; " +
+			"nothing else is judged until it can be read")
+	default:
+		l.Warn("DRA: cannot read the kubelet's DRA checkpoint: a lost prepared-claim record is detected only for pods " +
+			"nri-cni attached before (docs/dra.md)")
+	}
+}
+
+// checkpointReport is what `nri-cni status` shows of the checkpoint at
+// path (err: why it cannot be read) and the claims held back.
+func checkpointReport(path string, err error, claims ClaimStore, now time.Time) state.CheckpointReport {
+	r := state.CheckpointReport{Since: now.UTC(), Path: path, Readable: err == nil}
+	if err != nil {
+		r.Reason, r.Error = CheckpointReason(err), err.Error()
+	}
+	u := claims.Unjudged()
+	for _, m := range append(claims.Missing(), u.Lost...) {
+		r.HeldBack = append(r.HeldBack, fmt.Sprintf("%s (uid %s, pods %s): %s", m, m.UID, strings.Join(m.Pods, ","), m.Reason))
+	}
+	r.Unplaced = u.Unplaced
+	return r
 }
 
 // KeepRecords compares the claim records with the kubelet's checkpoint at
@@ -83,11 +146,13 @@ func (d *Driver) KeepRecords(ctx context.Context, path string, every time.Durati
 
 // recordKeeper is KeepRecords' memory: what it said already.
 type recordKeeper struct {
-	d       *Driver
-	path    string
-	readErr string            // the last checkpoint error logged
-	warned  map[string]string // claim UID -> the warning given
-	stale   map[string]bool   // claim UIDs reported stale
+	d        *Driver
+	path     string
+	readErr  string                  // the last checkpoint error logged
+	told     *string                 // the checkpoint's error (or "") last told the Reporter
+	reported *state.CheckpointReport // the report last saved
+	warned   map[string]string       // claim UID -> the warning given
+	stale    map[string]bool         // claim UIDs reported stale
 }
 
 func newRecordKeeper(d *Driver, path string) *recordKeeper {
@@ -96,20 +161,81 @@ func newRecordKeeper(d *Driver, path string) *recordKeeper {
 
 // pass is one comparison.
 func (k *recordKeeper) pass(ctx context.Context) {
-	log := k.d.o.Log
+	log, claims := k.d.o.Log, k.d.o.Claims
 	held, err := ReadKubeletClaims(k.path, DriverName)
+	k.tell(err)
 	if err != nil {
+		claims.CannotJudge(err.Error())
 		if err.Error() != k.readErr {
-			log.WithError(err).Warn("DRA: cannot read the kubelet's DRA checkpoint: a claim whose record is lost is not detected until it can")
+			logUnjudged(log, claims, err)
 			k.readErr = err.Error()
+		}
+		// What can be named is rebuilt: the claims found missing at the
+		// last read, and those the attachment records name.
+		if k.rebuild(ctx, append(claims.Missing(), claims.Unjudged().Lost...)) {
+			k.save(err)
 		}
 		return
 	}
+	if k.readErr != "" {
+		log.WithField("path", k.path).Info("DRA: the kubelet's DRA checkpoint can be read again")
+	}
 	k.readErr = ""
-	missing := k.d.o.Claims.Reconcile(held)
+	if !k.rebuild(ctx, claims.Reconcile(held)) {
+		return
+	}
+	for _, pc := range claims.Stale(held) {
+		if k.stale[pc.UID] || time.Since(pc.Prepared) < staleAfter {
+			continue
+		}
+		k.stale[pc.UID] = true
+		log.WithFields(logrus.Fields{"claim": pc.Name, "namespace": pc.Namespace, "uid": pc.UID, "prepared": pc.Prepared}).
+			Warn("DRA: a prepared-claim record of a claim the kubelet does not hold: kept (the kubelet unprepares only what it holds)")
+	}
+	k.save(nil)
+}
+
+// tell tells the Reporter, if it hears of the checkpoint, what became of
+// it (err: why it cannot be read), when that changed.
+func (k *recordKeeper) tell(err error) {
+	said := ""
+	if err != nil {
+		said = err.Error()
+	}
+	if k.told != nil && *k.told == said {
+		return
+	}
+	k.told = &said
+	if r, ok := k.d.o.Reporter.(CheckpointReporter); ok {
+		reason := ""
+		if err != nil {
+			reason = CheckpointReason(err)
+		}
+		r.KubeletCheckpoint(k.path, reason, err)
+	}
+}
+
+// save saves the report for `nri-cni status` when it changed.
+func (k *recordKeeper) save(err error) {
+	r := checkpointReport(k.path, err, k.d.o.Claims, time.Now())
+	if k.reported != nil && k.reported.Same(r) {
+		return
+	}
+	if err := k.d.o.Claims.SaveReport(r); err != nil {
+		k.d.o.Log.WithError(err).Warn("DRA: the report of the kubelet's DRA checkpoint is not saved for nri-cni status")
+		return
+	}
+	k.reported = &r
+}
+
+// rebuild rebuilds the records of missing where it can (at most
+// maxRebuildsPerPass) and warns once per claim and reason about those it
+// cannot; false if ctx ended first.
+func (k *recordKeeper) rebuild(ctx context.Context, missing []state.MissingClaim) bool {
+	log := k.d.o.Log
 	for i, m := range missing {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		err := errRebuildSkipped
 		if i < maxRebuildsPerPass {
@@ -138,14 +264,7 @@ func (k *recordKeeper) pass(ctx context.Context) {
 			delete(k.warned, uid)
 		}
 	}
-	for _, pc := range k.d.o.Claims.Stale(held) {
-		if k.stale[pc.UID] || time.Since(pc.Prepared) < staleAfter {
-			continue
-		}
-		k.stale[pc.UID] = true
-		log.WithFields(logrus.Fields{"claim": pc.Name, "namespace": pc.Namespace, "uid": pc.UID, "prepared": pc.Prepared}).
-			Warn("DRA: a prepared-claim record of a claim the kubelet does not hold: kept (the kubelet unprepares only what it holds)")
-	}
+	return true
 }
 
 // errRebuildSkipped: more missing records than one pass rebuilds.

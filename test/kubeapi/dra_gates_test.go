@@ -2,7 +2,8 @@ package kubeapi
 
 // Issue 28, items 8 and 9, on a real cluster (API server, scheduler,
 // kubelet): deploy/base's DeviceClass admission policy, and a prepared-claim
-// record lost after the real kubelet prepared the claim.
+// record lost after the real kubelet prepared the claim; issue 41, item 7:
+// the kubelet's checkpoint unreadable (dra_checkpoint_test.go).
 
 import (
 	"context"
@@ -51,6 +52,7 @@ func TestDRAGates(t *testing.T) {
 
 	t.Run("ClassPolicy", func(t *testing.T) { checkClassPolicy(ctx, t, c) })
 	t.Run("LostClaimRecord", func(t *testing.T) { checkLostClaimRecord(ctx, t, c) })
+	t.Run("UnreadableCheckpoint", func(t *testing.T) { checkUnreadableCheckpoint(ctx, t, c) })
 }
 
 // classRequest is a request of class (or, with sub, a firstAvailable
@@ -230,14 +232,7 @@ func checkLostClaimRecord(ctx context.Context, t *testing.T, c *cluster.Cluster)
 		k8sdra.ClaimTemplate(ns, "net", nil, k8sdra.NetRequest{Name: "net", Network: "alpha", Config: `"interface":"data0"`}),
 		metav1.CreateOptions{})
 	require.NoError(t, err)
-	tmpl := "net"
-	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "pause", Image: harness.PauseImage, ImagePullPolicy: corev1.PullNever,
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "net"}}}}},
-			ResourceClaims:                []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &tmpl}},
-			TerminationGracePeriodSeconds: new(int64),
-		}}, metav1.CreateOptions{})
+	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, templatePod(ns, "app", "net"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		held, err = dra.ReadKubeletClaims(checkpoint, dra.DriverName)

@@ -120,8 +120,10 @@ const usage = `usage:
                         no STAGE: taken from the state's status (hooks.d)
   nri-cni gc [--config FILE]
                         tear down records whose container is gone, GC the CNI cache
-  nri-cni status [--config FILE] [--json]
-                        every attachment on record
+  nri-cni status [--config FILE] [--json] [--networks | --dra]
+                        every attachment on record; --networks: each network's
+                        readiness only; --dra: the DRA driver's report of the
+                        kubelet's DRA checkpoint only
   nri-cni healthz [--addr ADDR] [--ready]
                         exit 0 iff the plugin's /healthz is OK (liveness probe: connected);
                         --ready: its /readyz (readiness probe: connected, synchronized with

@@ -26,6 +26,7 @@ func statusCmd(ctx context.Context, a *app, args []string) int {
 	cfgPath := fs.String("config", config.DefaultConfigPath, "nri-cni config file")
 	asJSON := fs.Bool("json", false, "print JSON")
 	networksOnly := fs.Bool("networks", false, "print each network's readiness (CNI STATUS) only")
+	draOnly := fs.Bool("dra", false, "print the DRA driver's report of the kubelet's DRA checkpoint only")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,6 +36,9 @@ func statusCmd(ctx context.Context, a *app, args []string) int {
 	}
 	if *networksOnly {
 		return networkStatus(ctx, a, cfg, *asJSON)
+	}
+	if *draOnly {
+		return draStatus(a, cfg.StateDir, *asJSON)
 	}
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
@@ -64,6 +68,7 @@ func statusCmd(ctx context.Context, a *app, args []string) int {
 		}
 	}
 	if *asJSON {
+		warnDRACheckpoint(a.stderr, cfg.StateDir) // the rows stay a list
 		return a.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -80,6 +85,9 @@ func statusCmd(ctx context.Context, a *app, args []string) int {
 	fmt.Fprintln(a.stdout)
 	printNodeCheck(a.stdout, cfg.StateDir)
 	fmt.Fprintln(a.stdout)
+	if printDRACheckpoint(a.stdout, cfg.StateDir) {
+		fmt.Fprintln(a.stdout)
+	}
 	if code := networkStatus(ctx, a, cfg, false); code != 0 {
 		fmt.Fprintln(a.stderr, "nri-cni: status: network readiness unknown (see above); the attachments are listed")
 	}
