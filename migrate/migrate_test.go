@@ -25,6 +25,7 @@ limits: {maxNetworksPerPod: 4}
 kubernetes:
   npwgAnnotation: true
   sharedNamespaces: [netdefs]
+  adminNamespaces: [kube-system, netdefs] # defaultNetworks names netdefs/shared
   maxNADConfigBytes: 1024
   nadPolicy:
     default:
