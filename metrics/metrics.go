@@ -28,7 +28,9 @@ type Metrics struct {
 	failOpen  prometheus.Gauge
 	// draUnpublished: the networks the DRA driver leaves out, by reason.
 	draUnpublished *prometheus.GaugeVec
-	isUp           atomic.Bool
+	// nadDropped: the NADs the node's NAD cache holds no content of now.
+	nadDropped prometheus.Gauge
+	isUp       atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -84,7 +86,11 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 		}, pendingTeardowns),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.draUnpublished = newDRAUnpublished()
-	m.reg.MustRegister(m.draUnpublished)
+	m.nadDropped = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nri_cni_nad_cache_dropped",
+		Help: "NetworkAttachmentDefinitions whose content this node's NAD cache does not hold now, because kubernetes.maxNADCacheBytes is used up (pods naming them fail) or while one is read back after the budget freed up.",
+	})
+	m.reg.MustRegister(m.draUnpublished, m.nadDropped)
 	return m
 }
 
@@ -201,3 +207,7 @@ func (m *Metrics) SetDRAUnpublished(byReason map[string]int) {
 		m.draUnpublished.WithLabelValues(reason).Set(float64(n))
 	}
 }
+
+// SetNADCacheDropped records how many NADs the NAD cache holds no content
+// of now (kube.NADCacheObserver).
+func (m *Metrics) SetNADCacheDropped(n int) { m.nadDropped.Set(float64(n)) }
