@@ -9,7 +9,10 @@ package kube
 // its share the NADs are kept in name order while they fit. So the
 // namespace holding the most bytes loses first, one namespace's NADs never
 // make another's that holds no more than an equal share stop working, and
-// every node, seeing the same NADs, drops the same ones.
+// every node, seeing the same NADs, drops the same ones. The informer's
+// events only keep the books; a settler applies the share, at most every
+// settleEvery (10k NADs over the budget: ~12 ms, BenchmarkNADBudgetSettle),
+// so a burst of events costs a few settlings, not one per NAD.
 //
 // A dropped NAD's content is let go (the cache keeps its identity and size:
 // about its name and 1 KiB) and the pods naming it fail, saying why
@@ -64,9 +67,11 @@ type parsedNAD struct {
 }
 
 // nadBudget holds the cells of the NADs the informer has, and decides which
-// keep their content.
+// keep their content. put and remove only keep the books; settle (the
+// source's settler, coalescing bursts) applies the fair share.
 type nadBudget struct {
-	max int
+	max  int
+	kick chan struct{} // settle is due (buffered: one pending wake-up)
 
 	mu    sync.Mutex          // guards the rest, and every cell's mutable fields
 	cells map[string]*nadCell // namespace/name -> the newest version seen
@@ -75,7 +80,7 @@ type nadBudget struct {
 }
 
 func newNADBudget(max int) *nadBudget {
-	return &nadBudget{max: max, cells: map[string]*nadCell{}, out: map[string]*nadCell{}}
+	return &nadBudget{max: max, kick: make(chan struct{}, 1), cells: map[string]*nadCell{}, out: map[string]*nadCell{}}
 }
 
 // budgetChange is what one settling did: the cells it dropped now, the keys
@@ -86,15 +91,14 @@ type budgetChange struct {
 	out     int
 }
 
-// put makes c its NAD's version (an add or update the informer delivered)
-// and settles the budget.
-func (b *nadBudget) put(c *nadCell) budgetChange {
+// put makes c its NAD's version (an add or update the informer delivered).
+func (b *nadBudget) put(c *nadCell) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	key := c.key()
 	old := b.cells[key]
 	if old == c {
-		return budgetChange{out: len(b.out)} // a resync: nothing changed
+		return // a resync: nothing changed
 	}
 	if old != nil {
 		b.total -= old.size
@@ -105,23 +109,35 @@ func (b *nadBudget) put(c *nadCell) budgetChange {
 	if c.state != cellHeld {
 		b.out[key] = c
 	}
-	return b.settle()
+	b.due()
 }
 
 // remove forgets the NAD namespace/name (a delete: the informer delivers
-// a NAD's events in order, the delete after its last version) and settles
-// the budget: its bytes may let others back.
-func (b *nadBudget) remove(key string) budgetChange {
+// a NAD's events in order, the delete after its last version): its bytes
+// may let others back.
+func (b *nadBudget) remove(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.cells[key]
 	if c == nil {
-		return budgetChange{out: len(b.out)}
+		return
 	}
 	delete(b.cells, key)
 	delete(b.out, key)
 	b.total -= c.size
-	return b.settle()
+	b.due()
+}
+
+// due wakes the settler when settling could change something: over the
+// budget, or with NADs to bring back (b.mu held).
+func (b *nadBudget) due() {
+	if b.total <= b.max && len(b.out) == 0 {
+		return
+	}
+	select {
+	case b.kick <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 // refetching is the resourceVersion whose content key waits for; ok false
@@ -157,9 +173,13 @@ func (b *nadBudget) dropped() int {
 	return len(b.out)
 }
 
-// settle applies the fair share to every cell (b.mu held): a cell over it
-// lets its content go, a dropped one within it is read back.
+// settle applies the fair share to every cell: a cell over it lets its
+// content go, a dropped one within it is to be read back. It costs a sort
+// of the NADs when they are over the budget; the settler runs it at most
+// every settleEvery.
 func (b *nadBudget) settle() budgetChange {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var ch budgetChange
 	if b.total <= b.max {
 		for key, c := range b.out {

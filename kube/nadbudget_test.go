@@ -103,16 +103,18 @@ func TestNADBudget(t *testing.T) {
 		return &nadCell{namespace: ns, name: name, resourceVersion: rv, size: size, content: &nadContent{config: "x"}}
 	}
 	b := newNADBudget(100)
-	for i := range 5 {
-		ch := b.put(cell("flood", fmt.Sprint("n", i), "1", 25))
-		if i < 4 {
-			assert.Empty(t, ch.dropped, "n%d fits", i)
-		} else {
-			require.Len(t, ch.dropped, 1)
-			assert.Equal(t, "flood/n4", ch.dropped[0].key(), "the last by name")
-		}
+	for i := range 4 {
+		b.put(cell("flood", fmt.Sprint("n", i), "1", 25))
 	}
-	ch := b.put(cell("victim", "v", "1", 30))
+	assert.Empty(t, b.kick, "within the budget: nothing to settle")
+	b.put(cell("flood", "n4", "1", 25))
+	assert.Len(t, b.kick, 1, "over the budget: the settler is woken")
+	<-b.kick
+	ch := b.settle()
+	assert.Equal(t, []string{"flood/n4"}, keys(ch.dropped), "the last by name")
+
+	b.put(cell("victim", "v", "1", 30))
+	ch = b.settle()
 	assert.Equal(t, []string{"flood/n2", "flood/n3"}, keys(ch.dropped), "the victim's NAD takes its share from the flood")
 	assert.Equal(t, 3, ch.out)
 	assert.Equal(t, cellHeld, b.cells["victim/v"].state)
@@ -120,11 +122,13 @@ func TestNADBudget(t *testing.T) {
 	assert.Contains(t, b.cells["flood/n2"].why, "kubernetes.maxNADCacheBytes (100 bytes) is used up, and namespace flood's NADs count 125 bytes, more than its share of 70")
 	assert.LessOrEqual(t, heldBytes(b), 100)
 
-	ch = b.put(cell("flood", "n0", "2", 25)) // an update to the same size: nothing moves
+	b.put(cell("flood", "n0", "2", 25)) // an update to the same size: nothing moves
+	ch = b.settle()
 	assert.Empty(t, ch.dropped)
 	assert.Empty(t, ch.refetch)
 
-	ch = b.remove("victim/v")
+	b.remove("victim/v")
+	ch = b.settle()
 	assert.Equal(t, []string{"flood/n2", "flood/n3"}, ch.refetch, "back within the share: read back, in name order")
 	assert.Equal(t, cellRefetching, b.cells["flood/n2"].state)
 	v, ok := b.refetching("flood/n2")
@@ -140,12 +144,14 @@ func TestNADBudget(t *testing.T) {
 	b.put(cell("flood", "n3", "5", 25)) // a new version while being read back: the informer brought its content
 	assert.Equal(t, cellHeld, b.cells["flood/n3"].state)
 	assert.False(t, b.fill("flood/n3", "1", &nadContent{}))
-	ch = b.remove("flood/n0")
+	b.remove("flood/n0")
+	ch = b.settle()
 	assert.Equal(t, []string{"flood/n4"}, ch.refetch)
 	assert.Equal(t, 1, b.dropped(), "flood/n4 waits")
 	assert.True(t, b.fill("flood/n4", "1", &nadContent{}))
 	assert.Equal(t, 0, b.dropped())
-	assert.Empty(t, b.remove("gone/x").refetch, "an unknown NAD changes nothing")
+	b.remove("gone/x")
+	assert.Empty(t, b.settle().refetch, "an unknown NAD changes nothing")
 }
 
 func keys(cells []*nadCell) []string {
@@ -264,4 +270,19 @@ func TestNADSourceBudgetIsFair(t *testing.T) {
 	}
 	assert.Equal(t, 4, gets()-before, "one GET per NAD read back")
 	assert.LessOrEqual(t, heldBytes(src.budget), budget)
+}
+
+// BenchmarkNADBudgetSettle: one settling of 10,000 NADs in 50 namespaces,
+// over the default budget (the settler runs it at most every settleEvery,
+// however many events arrive).
+func BenchmarkNADBudgetSettle(b *testing.B) {
+	bud := newNADBudget(16 << 20)
+	for i := range 10_000 {
+		bud.put(&nadCell{namespace: fmt.Sprint("ns", i%50), name: fmt.Sprint("n", i), resourceVersion: "1", size: 5000,
+			content: &nadContent{}})
+	}
+	b.ResetTimer()
+	for range b.N {
+		bud.settle()
+	}
 }

@@ -139,7 +139,8 @@ type nadInterface interface {
 	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
 }
 
-// account hands an informer event to the budget and acts on what it did.
+// account enters an informer event in the budget's books (the settler
+// acts on it).
 func (s *NADSource) account(obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -149,9 +150,32 @@ func (s *NADSource) account(obj any, deleted bool) {
 		return
 	}
 	if deleted {
-		s.applied(s.budget.remove(c.cell.key()))
+		s.budget.remove(c.cell.key())
 	} else {
-		s.applied(s.budget.put(c.cell))
+		s.budget.put(c.cell)
+	}
+}
+
+// settleEvery spaces the budget's settling: a burst of events (the first
+// list of a cluster over the budget) is settled a few times, not once per
+// NAD, each settling a sort of every NAD.
+const settleEvery = 100 * time.Millisecond
+
+// settleLoop settles the budget when its books changed (budget.due), at
+// most every settleEvery, until ctx ends.
+func (s *NADSource) settleLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.budget.kick:
+		}
+		s.applied(s.budget.settle())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settleEvery):
+		}
 	}
 }
 
@@ -181,14 +205,15 @@ func (s *NADSource) SetObserver(o NADCacheObserver) {
 	o.SetNADCacheDropped(s.budget.dropped())
 }
 
-// Run runs the informer, and the worker reading dropped NADs back, until
-// ctx ends.
+// Run runs the informer, the budget's settler and the worker reading
+// dropped NADs back, until ctx ends.
 func (s *NADSource) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
 	go s.refetchLoop(ctx)
+	go s.settleLoop(ctx)
 	s.informer.RunWithContext(ctx)
 }
 
@@ -388,9 +413,10 @@ func (s *NADSource) List() []NADEntry {
 	return out
 }
 
-// OnChange calls fn (on the informer's or the refetch worker's goroutine:
-// it must not block) after every add, update and delete the cache sees,
-// and after the budget dropped NADs or one came back.
+// OnChange calls fn (on the informer's, the budget settler's or the refetch
+// worker's goroutine: it must not block) after every add, update and
+// delete the cache sees, and after the budget dropped NADs or one came
+// back.
 func (s *NADSource) OnChange(fn func()) {
 	s.mu.Lock()
 	s.onChange = append(s.onChange, fn)
