@@ -10,7 +10,6 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -47,20 +46,8 @@ func checkNADCacheBudget(ctx context.Context, t *testing.T, c *cluster.Cluster, 
 		require.NoError(t, err)
 	}
 
-	nadAs, err := nadclient.NewForConfig(f.asCfg)
-	require.NoError(t, err)
-	log := logrus.New()
-	var buf syncBuffer
-	log.SetOutput(&buf)
-	defer func() { t.Logf("kube/ log:\n%s", buf.String()) }()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	m := kube.Start(runCtx, &kube.Clients{Core: f.as, NAD: nadAs, NodeName: c.NodeName}, logrus.NewEntry(log),
-		kube.Options{NADPolicy: shippedNADPolicy(t), MaxNADCacheBytes: 200_000})
-	syncCtx, syncCancel := context.WithTimeout(ctx, waitFor)
-	defer syncCancel()
-	require.NoError(t, m.Source.WaitForSync(syncCtx))
-
+	m, buf, stop := startKube(ctx, t, c, f, kube.Options{MaxNADCacheBytes: 200_000})
+	defer stop()
 	resolve := func(ns, name string) error {
 		_, err := m.Source.Network(plan.NADRef{Namespace: ns, Name: name})
 		return err
