@@ -15,7 +15,7 @@ package kube
 // so a burst of events costs a few settlings, not one per NAD.
 //
 // A dropped NAD's content is let go (the cache keeps its identity and size:
-// about its name and 1 KiB) and the pods naming it fail, saying why
+// its name and size, ~0.6 KiB) and the pods naming it fail, saying why
 // (ErrNADCacheFull). When the budget has room again (a NAD deleted or made
 // smaller, a namespace's share grown) the NAD is admitted again and its
 // content read back from the API server, one GET from the watch cache each
@@ -53,7 +53,7 @@ type nadCell struct {
 
 	content *nadContent // nil unless cellHeld
 	state   cellState
-	why     string     // cellDropped: why, for the pods' errors
+	over    *nsShare   // cellDropped: its namespace's share (shared by its cells)
 	parsed  *parsedNAD // the verdict of content, once asked (dropped with it)
 }
 
@@ -184,7 +184,7 @@ func (b *nadBudget) settle() budgetChange {
 	if b.total <= b.max {
 		for key, c := range b.out {
 			if c.state == cellDropped {
-				c.state, c.why = cellRefetching, ""
+				c.state, c.over = cellRefetching, nil
 				ch.refetch = append(ch.refetch, key)
 			}
 		}
@@ -202,14 +202,11 @@ func (b *nadBudget) settle() budgetChange {
 	for i, c := range cells {
 		switch {
 		case admit[i] && c.state == cellDropped:
-			c.state, c.why = cellRefetching, ""
+			c.state, c.over = cellRefetching, nil
 			ch.refetch = append(ch.refetch, c.key())
 		case admit[i]:
 		default:
-			s := shares[c.namespace]
-			c.why = fmt.Sprintf("kubernetes.maxNADCacheBytes (%d bytes) is used up, and namespace %s's NADs count %d bytes, "+
-				"more than its share of %d (the budget is shared max-min among the %d namespaces with NADs); this NAD counts %d",
-				b.max, c.namespace, s.bytes, s.share, len(shares)+s.whole, c.size)
+			c.over = shares[c.namespace]
 			if c.state == cellHeld {
 				ch.dropped = append(ch.dropped, c)
 			}
@@ -229,10 +226,18 @@ type nadDemand struct {
 	size            int
 }
 
-// nsShare is a namespace over its share: its bytes, its share, and how
-// many namespaces were within theirs (for the message).
+// nsShare is a namespace over its share, as its dropped NADs tell it: the
+// budget, the namespace's bytes and share, and how many namespaces hold
+// NADs.
 type nsShare struct {
-	bytes, share, whole int
+	max, bytes, share, namespaces int
+}
+
+// why is what a dropped NAD of ns fails its pods with.
+func (s *nsShare) why(ns string) string {
+	return fmt.Sprintf("kubernetes.maxNADCacheBytes (%d bytes) is used up, and namespace %s's NADs count %d bytes, "+
+		"more than its share of %d (the budget is shared max-min among the %d namespaces with NADs)",
+		s.max, ns, s.bytes, s.share, s.namespaces)
 }
 
 // fairShare decides which NADs fit in max bytes: all when their sum does;
@@ -241,7 +246,7 @@ type nsShare struct {
 // every NAD, and the first that is not and all larger ones get that share
 // each, their NADs kept in name order while they fit. shares describes the
 // namespaces over their share.
-func fairShare(nads []nadDemand, max int) (admit []bool, shares map[string]nsShare) {
+func fairShare(nads []nadDemand, max int) (admit []bool, shares map[string]*nsShare) {
 	admit = make([]bool, len(nads))
 	total := 0
 	byNS := map[string][]int{}
@@ -265,7 +270,7 @@ func fairShare(nads []nadDemand, max int) (admit []bool, shares map[string]nsSha
 		a, b := order[i], order[j]
 		return bytes[a] < bytes[b] || bytes[a] == bytes[b] && a < b
 	})
-	shares = map[string]nsShare{}
+	shares = map[string]*nsShare{}
 	left := max
 	for i, ns := range order {
 		share := left / (len(order) - i)
@@ -277,7 +282,7 @@ func fairShare(nads []nadDemand, max int) (admit []bool, shares map[string]nsSha
 			continue
 		}
 		for _, over := range order[i:] {
-			shares[over] = nsShare{bytes: bytes[over], share: share, whole: i}
+			shares[over] = &nsShare{max: max, bytes: bytes[over], share: share, namespaces: len(order)}
 			idx := byNS[over]
 			sort.Slice(idx, func(a, b int) bool { return nads[idx[a]].name < nads[idx[b]].name })
 			used := 0

@@ -26,7 +26,7 @@ func TestFairShare(t *testing.T) {
 		nads   []nadDemand
 		max    int
 		admit  []bool
-		shares map[string]nsShare
+		shares map[string]*nsShare
 	}{
 		{name: "within the budget: all", max: 100,
 			nads:  []nadDemand{d("a", "1", 40), d("b", "1", 60)},
@@ -34,19 +34,19 @@ func TestFairShare(t *testing.T) {
 		{name: "one namespace over: the small one keeps all, the big one the rest", max: 100,
 			nads:   []nadDemand{d("flood", "3", 30), d("flood", "1", 30), d("small", "1", 20), d("flood", "2", 30), d("flood", "4", 30)},
 			admit:  []bool{false, true, true, true, false},
-			shares: map[string]nsShare{"flood": {bytes: 120, share: 80, whole: 1}}},
+			shares: map[string]*nsShare{"flood": {max: 100, bytes: 120, share: 80, namespaces: 2}}},
 		{name: "two over: equal shares", max: 100,
 			nads:   []nadDemand{d("a", "1", 40), d("a", "2", 40), d("b", "1", 30), d("b", "2", 30), d("b", "3", 30), d("c", "1", 10)},
 			admit:  []bool{true, false, true, false, false, true},
-			shares: map[string]nsShare{"a": {bytes: 80, share: 45, whole: 1}, "b": {bytes: 90, share: 45, whole: 1}}},
+			shares: map[string]*nsShare{"a": {max: 100, bytes: 80, share: 45, namespaces: 3}, "b": {max: 100, bytes: 90, share: 45, namespaces: 3}}},
 		{name: "a NAD over the share is left out, later smaller ones kept", max: 60,
 			nads:   []nadDemand{d("a", "1", 10), d("a", "2", 50), d("a", "3", 10), d("b", "1", 40)},
 			admit:  []bool{true, false, true, false},
-			shares: map[string]nsShare{"a": {bytes: 70, share: 30, whole: 0}, "b": {bytes: 40, share: 30, whole: 0}}},
+			shares: map[string]*nsShare{"a": {max: 60, bytes: 70, share: 30, namespaces: 2}, "b": {max: 60, bytes: 40, share: 30, namespaces: 2}}},
 		{name: "equal bytes: both capped the same", max: 50,
 			nads:   []nadDemand{d("b", "1", 30), d("a", "1", 30)},
 			admit:  []bool{false, false},
-			shares: map[string]nsShare{"a": {bytes: 30, share: 25}, "b": {bytes: 30, share: 25}}},
+			shares: map[string]*nsShare{"a": {max: 50, bytes: 30, share: 25, namespaces: 2}, "b": {max: 50, bytes: 30, share: 25, namespaces: 2}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +119,8 @@ func TestNADBudget(t *testing.T) {
 	assert.Equal(t, 3, ch.out)
 	assert.Equal(t, cellHeld, b.cells["victim/v"].state)
 	assert.Nil(t, b.cells["flood/n2"].content, "a dropped NAD's content is let go")
-	assert.Contains(t, b.cells["flood/n2"].why, "kubernetes.maxNADCacheBytes (100 bytes) is used up, and namespace flood's NADs count 125 bytes, more than its share of 70")
+	assert.Contains(t, b.cells["flood/n2"].over.why("flood"), "kubernetes.maxNADCacheBytes (100 bytes) is used up, and namespace flood's NADs count 125 bytes, more than its share of 70")
+	assert.Same(t, b.cells["flood/n2"].over, b.cells["flood/n3"].over, "one note per namespace")
 	assert.LessOrEqual(t, heldBytes(b), 100)
 
 	b.put(cell("flood", "n0", "2", 25)) // an update to the same size: nothing moves

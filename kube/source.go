@@ -185,7 +185,7 @@ func (s *NADSource) settleLoop(ctx context.Context) {
 func (s *NADSource) applied(ch budgetChange) {
 	for _, c := range ch.dropped {
 		s.log.WithFields(logrus.Fields{"nad": c.key(), "bytes": c.size, "key": config.MaxNADCacheBytesKey}).
-			Warn("NetworkAttachmentDefinition dropped from this node's NAD cache: pods naming it fail until it fits again: " + c.why)
+			Warn("NetworkAttachmentDefinition dropped from this node's NAD cache: pods naming it fail until it fits again: " + c.over.why(c.namespace))
 	}
 	for _, key := range ch.refetch {
 		s.queue.AddRateLimited(key)
@@ -318,7 +318,7 @@ func (s *NADSource) parse(ref plan.NADRef, c *nadCell) (*cni.Network, error) {
 	switch c.state {
 	case cellDropped:
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: %w: %s; it comes back when NADs are deleted or made smaller, "+
-			"or the budget raised", ref, ErrNADCacheFull, c.why)
+			"or the budget raised", ref, ErrNADCacheFull, c.over.why(c.namespace))
 	case cellRefetching:
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: admitted again to this node's NAD cache (%s), its content "+
 			"being read back from the API server: %w", ref, config.MaxNADCacheBytesKey, plan.ErrSourceNotSynced)
