@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,10 +35,17 @@ const (
 	floodAnnotationBytes = 250_000
 	floodLabels          = 3_000
 	// rssGrowthKiB bounds how much nri-cni's RSS may grow, after its
-	// garbage collector settled: what it caches of the flood is ~3 KiB a
-	// NAD; the rest is headroom for a loaded machine (before the fix the
-	// flood grew it by 36 MiB). docs/security.md states it.
-	rssGrowthKiB = 8 << 10
+	// garbage collector settled (before the fix the flood grew it by 36
+	// MiB). What it keeps of the flood is ~1 KiB a NAD; its RSS grows more,
+	// by the garbage of decoding the flood (~1 MB a NAD, collected, the
+	// memory returned to the system slowly): measured +7.6 MiB here, so
+	// twice that. docs/security.md states it.
+	rssGrowthKiB = 16 << 10
+	// heapGoalGrowth bounds the growth of the Go heap's goal after a
+	// collection (go_memstats_next_gc_bytes: about twice the live heap),
+	// which has no such lag: what nri-cni keeps, doubled, and headroom
+	// for what else it did meanwhile (before the fix: ~60 MiB).
+	heapGoalGrowth = 6 << 20
 )
 
 // floodNAD is a NAD as a tenant may write it within the API server's
@@ -61,8 +69,8 @@ func TestNADFloodLeavesNRICNIsMemoryAlone(t *testing.T) {
 	f := newFixture(t)
 	pid, err := f.w.d.Pid(f.ctx)
 	require.NoError(t, err)
-	before := f.settledRSS(pid)
-	t.Logf("nri-cni (pid %d) RSS before the flood: %d KiB", pid, before)
+	before, goalBefore := f.settledMemory(pid)
+	t.Logf("nri-cni (pid %d) before the flood: RSS %d KiB, heap goal %.1f MiB", pid, before, goalBefore/(1<<20))
 
 	blob := strings.Repeat("b", floodAnnotationBytes)
 	nads := f.nads()
@@ -90,9 +98,11 @@ func TestNADFloodLeavesNRICNIsMemoryAlone(t *testing.T) {
 	now, err := f.w.d.Pid(f.ctx)
 	require.NoError(t, err)
 	require.Equal(t, pid, now, "nri-cni was not restarted (OOM-killed) by the flood")
-	after := f.settledRSS(pid)
-	t.Logf("nri-cni RSS after the flood: %d KiB (%+d KiB; bound %d KiB)", after, after-before, rssGrowthKiB)
+	after, goalAfter := f.settledMemory(pid)
+	t.Logf("nri-cni after the flood: RSS %d KiB (%+d KiB; bound %d KiB), heap goal %.1f MiB (%+.1f MiB; bound %d MiB)",
+		after, after-before, rssGrowthKiB, goalAfter/(1<<20), (goalAfter-goalBefore)/(1<<20), heapGoalGrowth>>20)
 	assert.LessOrEqual(t, after-before, rssGrowthKiB, "nri-cni's RSS grew by at most %d KiB", rssGrowthKiB)
+	assert.LessOrEqual(t, goalAfter-goalBefore, float64(heapGoalGrowth), "nri-cni's heap goal grew by at most %d bytes", heapGoalGrowth)
 	assert.Equal(t, 0.0, f.metric("nri_cni_nad_cache_dropped"), "the flood fits the NAD cache's budget")
 
 	// A restarted nri-cni gets the flood in its first list.
@@ -102,41 +112,44 @@ func TestNADFloodLeavesNRICNIsMemoryAlone(t *testing.T) {
 	again := f.waitReady("default", f.create(f.pod(harness.RandomName("nadflood-pod-"), "default",
 		map[string]string{npwgAnnotation: probe.Name})).Name)
 	f.iface(again, "net1")
-	restarted := f.settledRSS(pid)
-	t.Logf("restarted nri-cni (pid %d) RSS with the flood in its first list: %d KiB (%+d KiB from the first one's before)",
-		pid, restarted, restarted-before)
+	restarted, goalRestarted := f.settledMemory(pid)
+	t.Logf("restarted nri-cni (pid %d) with the flood in its first list: RSS %d KiB (%+d KiB from the first one's before), "+
+		"heap goal %.1f MiB", pid, restarted, restarted-before, goalRestarted/(1<<20))
 	assert.LessOrEqual(t, restarted-before, rssGrowthKiB)
+	assert.LessOrEqual(t, goalRestarted-goalBefore, float64(heapGoalGrowth))
 	assert.Equal(t, 0.0, f.metric("nri_cni_nad_cache_dropped"))
 }
 
-// settledRSS is nri-cni's RSS (KiB) once its heap has settled: after a
-// garbage collection that started after this call (the Go runtime forces
-// one at least every two minutes), sampled every 2 s until three samples
-// in a row lie within 1 MiB; the smallest of them.
-func (f *fixture) settledRSS(pid int) int {
+// settledMemory is nri-cni's RSS (KiB) and heap goal (bytes) once its heap
+// has settled: after two garbage collections that ended after this call
+// (the Go runtime forces one at least every two minutes; the first may
+// still see what was live during the flood), its RSS sampled every 2 s
+// until five samples in a row lie within 512 KiB: the smallest of them.
+func (f *fixture) settledMemory(pid int) (rssKiB int, heapGoal float64) {
 	f.t.Helper()
 	start := float64(time.Now().UnixNano()) / 1e9
+	var gcs float64
 	f.waitFor("a garbage collection in nri-cni", waitLong, func() (bool, string) {
-		last := f.metric("go_memstats_last_gc_time_seconds")
-		return last > start, fmt.Sprintf("last at %.0f, waiting since %.0f", last, start)
+		return f.metric("go_memstats_last_gc_time_seconds") > start, "none yet"
+	})
+	gcs = f.metric("go_gc_duration_seconds_count")
+	f.waitFor("another garbage collection in nri-cni", waitLong, func() (bool, string) {
+		return f.metric("go_gc_duration_seconds_count") > gcs, "none yet"
 	})
 	var samples []int
 	f.waitFor("nri-cni's RSS settled", waitLong, func() (bool, string) {
 		samples = append(samples, cluster.RSSKiB(pid))
-		if len(samples) < 3 {
-			time.Sleep(2 * time.Second)
-			return false, "sampling"
-		}
-		last := samples[len(samples)-3:]
-		lo, hi := min(last[0], last[1], last[2]), max(last[0], last[1], last[2])
-		if hi-lo <= 1<<10 && lo > 0 {
-			return true, ""
+		heapGoal = f.metric("go_memstats_next_gc_bytes")
+		if n := len(samples); n >= 5 {
+			last := samples[n-5:]
+			if slices.Max(last)-slices.Min(last) <= 512 && slices.Min(last) > 0 {
+				return true, ""
+			}
 		}
 		time.Sleep(2 * time.Second)
-		return false, fmt.Sprintf("samples %v KiB", last)
+		return false, fmt.Sprintf("samples %v KiB", samples[max(0, len(samples)-5):])
 	})
-	last := samples[len(samples)-3:]
-	return min(last[0], last[1], last[2])
+	return slices.Min(samples[len(samples)-5:]), heapGoal
 }
 
 // metric is the value of an unlabelled metric on nri-cni's /metrics (the
