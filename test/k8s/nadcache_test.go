@@ -35,17 +35,17 @@ const (
 	floodAnnotationBytes = 250_000
 	floodLabels          = 3_000
 	// rssGrowthKiB bounds how much nri-cni's RSS may grow, after its
-	// garbage collector settled (before the fix the flood grew it by 36
-	// MiB). What it keeps of the flood is ~1 KiB a NAD; its RSS grows more,
-	// by the garbage of decoding the flood (~1 MB a NAD, collected, the
-	// memory returned to the system slowly): measured +7.6 MiB here, so
-	// twice that. docs/security.md states it.
+	// garbage collector settled (before the fix: +36 MiB in the review,
+	// +48 MiB here). What it keeps of the flood is ~1 KiB a NAD; its RSS
+	// can grow more, by the garbage of decoding the flood (~1 MB a NAD,
+	// collected, the memory returned to the system slowly): measured -5.1
+	// to +7.6 MiB here, so about twice the most. docs/security.md states it.
 	rssGrowthKiB = 16 << 10
 	// heapGoalGrowth bounds the growth of the Go heap's goal after a
 	// collection (go_memstats_next_gc_bytes: about twice the live heap),
-	// which has no such lag: what nri-cni keeps, doubled, and headroom
-	// for what else it did meanwhile (before the fix: ~60 MiB).
-	heapGoalGrowth = 6 << 20
+	// which has no such lag: what nri-cni keeps, doubled, and what else it
+	// did meanwhile (measured +2.7 MiB; before the fix +58.7 MiB).
+	heapGoalGrowth = 12 << 20
 )
 
 // floodNAD is a NAD as a tenant may write it within the API server's
