@@ -48,6 +48,11 @@ type KubernetesConfig struct {
 	// MaxNADConfigBytes: a NAD whose spec.config is larger fails every pod
 	// that names it, before it is parsed (0: DefaultMaxNADConfigBytes).
 	MaxNADConfigBytes int `json:"maxNADConfigBytes"`
+	// MaxNADCacheBytes bounds what this node's cache of every NAD in the
+	// cluster holds, in bytes as NADCost counts them; past it the NADs of
+	// the namespaces holding the most are dropped, fairly (0:
+	// DefaultMaxNADCacheBytes).
+	MaxNADCacheBytes int `json:"maxNADCacheBytes"`
 	// DRA is the DRA driver (dra.go); nil: off.
 	DRA *DRAConfig `json:"dra"`
 	// PodResourcesSocket is the kubelet's PodResources API socket (a host

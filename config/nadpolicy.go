@@ -62,6 +62,7 @@ type NADRule struct {
 const (
 	NADPolicyKey         = "kubernetes.nadPolicy"
 	MaxNADConfigBytesKey = "kubernetes.maxNADConfigBytes"
+	MaxNADCacheBytesKey  = "kubernetes.maxNADCacheBytes"
 )
 
 // DefaultMaxNADConfigBytes bounds a NAD's spec.config. The largest real
@@ -78,6 +79,19 @@ const (
 	// config of 500 bridge plugins exceeds it (the policy then fails
 	// closed), 32 KiB configs of every shape tried stay under it.
 	maxNADConfigBytesLimit = 32 << 10
+)
+
+// DefaultMaxNADCacheBytes bounds the NAD cache of each node (every NAD of
+// the cluster, as kube.NADCost counts it: 2 KiB, its config three times and
+// 320 bytes per JSON object in it, which covers the heap it takes with its
+// parsed network). The DaemonSet has 128 Mi; nri-cni itself uses ~35 MiB
+// with client-go, and Go's garbage collector lets the heap reach about
+// twice what is live: 16 MiB live stays well inside. That is ~4,400 NADs
+// of a small conflist, or ~330 of the largest default config.
+const (
+	DefaultMaxNADCacheBytes = 16 << 20
+	minNADCacheBytes        = 1 << 20
+	maxNADCacheBytesLimit   = 1 << 30
 )
 
 // DefaultNADTypes are the plugin types the code default allows: none of
@@ -115,6 +129,14 @@ func (k *KubernetesConfig) NADConfigLimit() int {
 		return DefaultMaxNADConfigBytes
 	}
 	return k.MaxNADConfigBytes
+}
+
+// NADCacheLimit returns maxNADCacheBytes or its default.
+func (k *KubernetesConfig) NADCacheLimit() int {
+	if k == nil || k.MaxNADCacheBytes == 0 {
+		return DefaultMaxNADCacheBytes
+	}
+	return k.MaxNADCacheBytes
 }
 
 // Normalized returns a copy with Default filled in and every nil list or
@@ -282,6 +304,10 @@ func (k *KubernetesConfig) validateNAD() error {
 	if n := k.MaxNADConfigBytes; n != 0 && (n < minNADConfigBytes || n > maxNADConfigBytesLimit) {
 		return fmt.Errorf("%w: %s: %d must be between %d and %d (0: %d)", ErrInvalid, MaxNADConfigBytesKey, n,
 			minNADConfigBytes, maxNADConfigBytesLimit, DefaultMaxNADConfigBytes)
+	}
+	if n := k.MaxNADCacheBytes; n != 0 && (n < minNADCacheBytes || n > maxNADCacheBytesLimit) {
+		return fmt.Errorf("%w: %s: %d must be between %d (1 MiB) and %d (1 GiB) (0: %d)", ErrInvalid, MaxNADCacheBytesKey, n,
+			minNADCacheBytes, maxNADCacheBytesLimit, DefaultMaxNADCacheBytes)
 	}
 	return k.NADPolicy.validate(NADPolicyKey)
 }

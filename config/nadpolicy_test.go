@@ -119,3 +119,42 @@ func TestMaxNADConfigBytes(t *testing.T) {
 		}
 	}
 }
+
+// kubernetes.maxNADCacheBytes: 0 is the default; a budget under 1 MiB would
+// drop real clusters' NADs, one over 1 GiB bounds nothing.
+func TestMaxNADCacheBytes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		ok   bool
+		want int
+	}{
+		{"0", true, DefaultMaxNADCacheBytes},
+		{"1048576", true, 1 << 20},
+		{"33554432", true, 32 << 20},
+		{"1073741824", true, 1 << 30},
+		{"1048575", false, 0},
+		{"1073741825", false, 0},
+		{"-1", false, 0},
+	} {
+		c, err := Parse([]byte("kubernetes: {maxNADCacheBytes: " + tt.in + "}\n"))
+		if tt.ok != (err == nil) {
+			t.Errorf("maxNADCacheBytes %s: %v", tt.in, err)
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), MaxNADCacheBytesKey) ||
+				!strings.Contains(err.Error(), "between 1048576 (1 MiB) and 1073741824 (1 GiB)") {
+				t.Errorf("maxNADCacheBytes %s: %v does not name the key and its range", tt.in, err)
+			}
+			continue
+		}
+		if got := c.Kubernetes.NADCacheLimit(); got != tt.want {
+			t.Errorf("maxNADCacheBytes %s: limit %d, want %d", tt.in, got, tt.want)
+		}
+	}
+	var none *KubernetesConfig
+	if none.NADCacheLimit() != DefaultMaxNADCacheBytes {
+		t.Errorf("no kubernetes section: limit %d", none.NADCacheLimit())
+	}
+}

@@ -116,8 +116,8 @@ func (r *draReport) Unpublished(skipped []dra.Skip) {
 
 // nadRef is the NAD's reference for an Event, from the cache.
 func (s *NADSource) nadRef(namespace, name string) (*corev1.ObjectReference, string, bool) {
-	obj, err := s.lister.NetworkAttachmentDefinitions(namespace).Get(name)
-	if err != nil {
+	obj, err := s.cached(namespace, name)
+	if err != nil || obj == nil {
 		return nil, "", false
 	}
 	return &corev1.ObjectReference{APIVersion: "k8s.cni.cncf.io/v1", Kind: "NetworkAttachmentDefinition",

@@ -118,6 +118,8 @@ type Options struct {
 	// default); MaxNADConfigBytes bounds it (0: the default).
 	NADPolicy         *nadpolicy.Policy
 	MaxNADConfigBytes int
+	// MaxNADCacheBytes bounds the NAD cache (0: the default).
+	MaxNADCacheBytes int
 }
 
 // Start runs the NAD informer, the status workers and the Event broadcaster
@@ -137,7 +139,8 @@ func Start(ctx context.Context, c *Clients, log *logrus.Entry, o Options) *Mode 
 			b.Shutdown()
 		}()
 	}
-	m := &Mode{Source: NewNADSource(c.NAD, o.Resync, o.NADPolicy, o.MaxNADConfigBytes),
+	m := &Mode{Source: NewNADSource(c.NAD, NADSourceOptions{Resync: o.Resync, Policy: o.NADPolicy,
+		MaxConfigBytes: o.MaxNADConfigBytes, MaxCacheBytes: o.MaxNADCacheBytes, Log: log.WithField("cache", "nad")}),
 		Status: NewStatusWriter(c.Core, rec, log, o.Status)}
 	go m.Source.Run(ctx)
 	go m.Status.Run(ctx, o.Workers)

@@ -69,7 +69,12 @@ func runSource(t *testing.T, client nadFake) *NADSource {
 
 func runSourceWith(t *testing.T, client nadFake, p *nadpolicy.Policy, maxBytes int) *NADSource {
 	t.Helper()
-	src := NewNADSource(client, 0, p, maxBytes)
+	return runSourceOpts(t, client, NADSourceOptions{Policy: p, MaxConfigBytes: maxBytes})
+}
+
+func runSourceOpts(t *testing.T, client nadFake, o NADSourceOptions) *NADSource {
+	t.Helper()
+	src := NewNADSource(client, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go src.Run(ctx)
@@ -80,7 +85,7 @@ func runSourceWith(t *testing.T, client nadFake, p *nadpolicy.Policy, maxBytes i
 }
 
 func TestNADSourceNotSyncedIsItsOwnError(t *testing.T) {
-	src := NewNADSource(newNADFake(t, nad("ns1", "a", conflistA)), 0, nil, 0)
+	src := NewNADSource(newNADFake(t, nad("ns1", "a", conflistA)), NADSourceOptions{})
 	_, err := src.Network(plan.NADRef{Namespace: "ns1", Name: "a"})
 	assert.ErrorIs(t, err, plan.ErrSourceNotSynced)
 	assert.NotErrorIs(t, err, plan.ErrNoSuchNAD)
@@ -216,7 +221,7 @@ func TestNADSourceMemoIsPerNAD(t *testing.T) {
 		objs[i] = nad(fmt.Sprintf("ns%d", i%7), fmt.Sprintf("n%d", i), conflistA)
 	}
 	client := newNADFake(t, objs...)
-	src := runSource(t, client)
+	src := runSourceOpts(t, client, NADSourceOptions{Policy: testPolicy(t), MaxCacheBytes: 1 << 30})
 	require.Len(t, src.List(), n)
 	assert.Equal(t, n, src.memoSize(), "every NAD's verdict kept")
 	first, err := src.Network(plan.NADRef{Namespace: "ns0", Name: "n0"})

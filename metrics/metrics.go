@@ -34,7 +34,9 @@ type Metrics struct {
 	// draCheckpoint: whether the kubelet's DRA checkpoint cannot be read,
 	// by reason.
 	draCheckpoint *prometheus.GaugeVec
-	isUp          atomic.Bool
+	// nadDropped: the NADs the node's NAD cache holds no content of now.
+	nadDropped prometheus.Gauge
+	isUp       atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -102,7 +104,11 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 		Name: "nri_cni_dra_checkpoint_unreadable",
 		Help: "1 while nri-cni's DRA driver cannot read the kubelet's DRA checkpoint, for the reason (missing, permission, version, checksum, corrupt, read-error), else 0: a lost prepared-claim record is then detected only for pods nri-cni attached before (nri-cni status lists what is held back).",
 	}, []string{"reason"})
-	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook, m.draCheckpoint)
+	m.nadDropped = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nri_cni_nad_cache_dropped",
+		Help: "NetworkAttachmentDefinitions whose content this node's NAD cache does not hold now, because kubernetes.maxNADCacheBytes is used up (pods naming them fail) or while one is read back after the budget freed up.",
+	})
+	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook, m.draCheckpoint, m.nadDropped)
 	return m
 }
 
@@ -256,3 +262,7 @@ func (m *Metrics) SetDRACheckpointUnreadable(byReason map[string]bool) {
 		m.draCheckpoint.WithLabelValues(reason).Set(v)
 	}
 }
+
+// SetNADCacheDropped records how many NADs the NAD cache holds no content
+// of now (kube.NADCacheObserver).
+func (m *Metrics) SetNADCacheDropped(n int) { m.nadDropped.Set(float64(n)) }

@@ -159,3 +159,23 @@ func TestNodeStateAndAwaitHook(t *testing.T) {
 		t.Errorf("/metrics lacks the await hook:\n%s", body)
 	}
 }
+
+// The NAD cache's dropped NADs are a gauge: what is dropped now.
+func TestNADCacheDropped(t *testing.T) {
+	m := New(func() float64 { return 0 }, func() float64 { return 0 })
+	h := m.Handler()
+	_, body := get(t, h, "/metrics")
+	if !strings.Contains(body, "nri_cni_nad_cache_dropped 0") {
+		t.Errorf("/metrics lacks the gauge at 0:\n%s", body)
+	}
+	m.SetNADCacheDropped(6)
+	_, body = get(t, h, "/metrics")
+	if !strings.Contains(body, "nri_cni_nad_cache_dropped 6") {
+		t.Errorf("/metrics lacks nri_cni_nad_cache_dropped 6")
+	}
+	m.SetNADCacheDropped(0)
+	_, body = get(t, h, "/metrics")
+	if !strings.Contains(body, "nri_cni_nad_cache_dropped 0") {
+		t.Errorf("/metrics lacks nri_cni_nad_cache_dropped 0 after the NADs came back")
+	}
+}

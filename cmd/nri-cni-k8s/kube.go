@@ -34,13 +34,13 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		return nil, err
 	}
 	mode := kube.Start(ctx, clients, log.WithField("component", "kube"),
-		kube.Options{NADPolicy: policy, MaxNADConfigBytes: k.NADConfigLimit()})
+		kube.Options{NADPolicy: policy, MaxNADConfigBytes: k.NADConfigLimit(), MaxNADCacheBytes: k.NADCacheLimit()})
 	source := "in-cluster"
 	if k.Kubeconfig != "" {
 		source = k.Kubeconfig
 	}
 	log.WithFields(logrus.Fields{"apiServer": clients.Host, "credentials": source, "node": clients.NodeName,
-		"npwgAnnotation": k.NPWGAnnotation, "sharedNamespaces": k.SharedNamespaces}).
+		"npwgAnnotation": k.NPWGAnnotation, "sharedNamespaces": k.SharedNamespaces, "nadCacheBytes": k.NADCacheLimit()}).
 		Info("Kubernetes mode: NetworkAttachmentDefinitions from an informer cache, network-status written back (never on the attach path)")
 	go func() {
 		if err := mode.Source.WaitForSync(ctx); err == nil {
@@ -96,6 +96,9 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	}
 	km.Start = func(st cli.Started) error {
 		mgr, resync := st.Manager, st.Resync
+		if st.Metrics != nil {
+			mode.Source.SetObserver(st.Metrics) // nri_cni_nad_cache_dropped
+		}
 		// Each status written is recorded: a restart writes only those
 		// it did not confirm (the fleet's restart storm, docs/scale.md).
 		mode.Status.OnWritten(mgr.StatusWritten)

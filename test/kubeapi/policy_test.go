@@ -260,6 +260,7 @@ func checkIdentity(ctx context.Context, t *testing.T, c *cluster.Cluster, id ide
 	require.NoError(t, err)
 	checkRBAC(ctx, t, id, f, nadAdmin)
 	checkDaemonCode(ctx, t, c, f)
+	t.Run("NADCacheBudget", func(t *testing.T) { checkNADCacheBudget(ctx, t, c, f) })
 	t.Run("DRA", func(t *testing.T) { checkDRA(ctx, t, c, id, f) })
 	return f
 }

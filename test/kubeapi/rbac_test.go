@@ -93,21 +93,8 @@ func checkRBAC(ctx context.Context, t *testing.T, id identity, f *fixture, admin
 // identity: the informer syncs, network-status is written, a Warning Event
 // appears.
 func checkDaemonCode(ctx context.Context, t *testing.T, c *cluster.Cluster, f *fixture) {
-	nadAs, err := nadclient.NewForConfig(f.asCfg)
-	require.NoError(t, err)
-	log := logrus.New()
-	var buf syncBuffer
-	log.SetOutput(&buf)
-	defer func() { t.Logf("kube/ log:\n%s", buf.String()) }()
-	log.SetLevel(logrus.DebugLevel)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	m := kube.Start(runCtx, &kube.Clients{Core: f.as, NAD: nadAs, NodeName: c.NodeName}, logrus.NewEntry(log),
-		kube.Options{Status: kube.StatusOptions{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
-			NADPolicy: shippedNADPolicy(t)})
-	syncCtx, syncCancel := context.WithTimeout(ctx, waitFor)
-	defer syncCancel()
-	require.NoError(t, m.Source.WaitForSync(syncCtx), "the NAD informer syncs with list+watch")
+	m, _, stop := startKube(ctx, t, c, f, kube.Options{Status: kube.StatusOptions{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}})
+	defer stop()
 	n, err := m.Source.Network(plan.NADRef{Namespace: f.ns, Name: "net"})
 	require.NoError(t, err)
 	assert.Equal(t, "kubeapi-net", n.Name)
@@ -140,6 +127,30 @@ func checkDaemonCode(ctx context.Context, t *testing.T, c *cluster.Cluster, f *f
 		}
 		return false
 	}, waitFor, 100*time.Millisecond, "kube's Warning Event never appeared")
+}
+
+// startKube starts kube/'s Kubernetes mode as nri-cni's identity (o with
+// deploy/base's NAD policy) until stop, and waits for its NAD cache; its
+// log is in the buffer, and in t's log at stop.
+func startKube(ctx context.Context, t *testing.T, c *cluster.Cluster, f *fixture, o kube.Options) (m *kube.Mode, log *syncBuffer, stop func()) {
+	t.Helper()
+	nadAs, err := nadclient.NewForConfig(f.asCfg)
+	require.NoError(t, err)
+	l := logrus.New()
+	log = &syncBuffer{}
+	l.SetOutput(log)
+	l.SetLevel(logrus.DebugLevel)
+	runCtx, cancel := context.WithCancel(ctx)
+	stop = func() { cancel(); t.Logf("kube/ log:\n%s", log.String()) }
+	o.NADPolicy = shippedNADPolicy(t)
+	m = kube.Start(runCtx, &kube.Clients{Core: f.as, NAD: nadAs, NodeName: c.NodeName}, logrus.NewEntry(l), o)
+	syncCtx, syncCancel := context.WithTimeout(ctx, waitFor)
+	defer syncCancel()
+	if err := m.Source.WaitForSync(syncCtx); err != nil {
+		stop()
+		require.NoError(t, err, "the NAD informer syncs with list+watch")
+	}
+	return m, log, stop
 }
 
 // syncBuffer collects the log of goroutines that may outlive the test.

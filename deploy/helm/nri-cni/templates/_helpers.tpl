@@ -147,7 +147,7 @@ image instead (binDirs then through the cniBin mount). */ -}}
 {{- $_ = set $fc "hookPath" (printf "%s/nri-cni" $paths.hookBin) -}}
 {{- $_ = set $conf "failClosed" $fc -}}
 {{- if .Values.kubernetes.enabled -}}
-{{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
+{{- $k := dict "sharedNamespaces" .Values.kubernetes.sharedNamespaces "npwgAnnotation" .Values.kubernetes.npwgAnnotation "defaultNetworkName" .Values.kubernetes.defaultNetworkName "maxNADConfigBytes" .Values.kubernetes.maxNADConfigBytes "maxNADCacheBytes" .Values.kubernetes.maxNADCacheBytes "nadPolicy" .Values.kubernetes.nadPolicy -}}
 {{- /* Written only when set: empty means in-cluster, NODE_NAME and
 /etc/cni/net.d, as deploy/base's nri.conf leaves them. */ -}}
 {{- range $key := list "kubeconfig" "nodeName" "primaryConfDir" "podResourcesSocket" "deviceInfoDir" -}}
