@@ -75,6 +75,7 @@ type Cluster struct {
 	kubeletPort int
 
 	etcd, apiserver, controllerManager, scheduler, kubelet *proc
+	api                                                    apiChoice // StartAPIOnly's
 }
 
 // Start brings up etcd, the API server, controller-manager, scheduler,
