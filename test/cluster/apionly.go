@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,20 +68,7 @@ func StartAPIOnly(ctx context.Context, o APIOnlyOpts) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	ports, err := freePorts(1)
-	if err != nil {
-		return c, err
-	}
-	c.apiPort = ports[0]
-	c.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(c.apiPort)
-	cs, err := c.makePKI()
-	if err != nil {
-		return c, err
-	}
-	if err := c.newClient(); err != nil {
-		return c, err
-	}
-	procs, err := c.controlPlaneProcs(cs, false)
+	procs, err := c.prepareControlPlane(false)
 	if err != nil {
 		return c, err
 	}

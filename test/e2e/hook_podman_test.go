@@ -143,6 +143,17 @@ func TestPodmanHooksD(t *testing.T) {
 	p := newPodman(ctx, t)
 	p.installHook("nri-cni.json", cfgPath)
 	asks := map[string]string{plan.AnnotationNetworks: sec.Name}
+	// getsNet1: a container with the annotations sees net1 with an address
+	// of the network; poststop releases it when the container is gone.
+	getsNet1 := func(ann map[string]string) {
+		t.Helper()
+		out, err := p.container(ctx, ann, "ip", "-4", "-o", "addr", "show", "dev", "net1")
+		require.NoError(t, err, "%s", out)
+		assert.Regexp(t, `inet \d+\.\d+\.\d+\.\d+/24`, out)
+		testenv.Eventually(t, 10*time.Second, "poststop to release the address", func() bool {
+			return len(sec.IPFiles()) == 0 && len(cfg.StateFiles()) == 0
+		})
+	}
 
 	t.Run("AlwaysWithoutConfDir", func(t *testing.T) {
 		out, err := p.container(ctx, nil, "sh", "-c", "echo started; ip -o link")
@@ -164,24 +175,14 @@ func TestPodmanHooksD(t *testing.T) {
 	t.Run("AlwaysWithANetwork", func(t *testing.T) {
 		cfg.ConfDir, cfg.PodSelection = netDir, false
 		require.NoError(t, cfg.Write(cfgPath))
-		out, err := p.container(ctx, nil, "ip", "-4", "-o", "addr", "show", "dev", "net1")
-		require.NoError(t, err, "%s", out)
-		assert.Regexp(t, `inet \d+\.\d+\.\d+\.\d+/24`, out)
-		testenv.Eventually(t, 10*time.Second, "poststop to release the address", func() bool {
-			return len(sec.IPFiles()) == 0 && len(cfg.StateFiles()) == 0
-		})
+		getsNet1(nil)
 	})
 
 	t.Run("Annotation", func(t *testing.T) {
 		p.installHook("nri-cni-annotated.json", cfgPath)
 		cfg.PodSelection = true
 		require.NoError(t, cfg.Write(cfgPath))
-		out, err := p.container(ctx, asks, "ip", "-4", "-o", "addr", "show", "dev", "net1")
-		require.NoError(t, err, "%s", out)
-		assert.Regexp(t, `inet \d+\.\d+\.\d+\.\d+/24`, out)
-		testenv.Eventually(t, 10*time.Second, "poststop to release the address", func() bool {
-			return len(sec.IPFiles()) == 0 && len(cfg.StateFiles()) == 0
-		})
+		getsNet1(asks)
 
 		// nri.conf broken: containers that do not ask never run the hook.
 		require.NoError(t, os.WriteFile(cfgPath, []byte("not: [yaml\n"), 0o644))
@@ -190,7 +191,7 @@ func TestPodmanHooksD(t *testing.T) {
 			require.NoError(t, err, "annotations %v: %s", ann, out)
 			assert.Contains(t, out, "started")
 		}
-		out, err = p.container(ctx, asks, "echo", "should not run")
+		out, err := p.container(ctx, asks, "echo", "should not run")
 		require.Error(t, err, "the hook ran for the annotated one and failed on the config")
 		assert.Contains(t, out, "nri.conf")
 	})
