@@ -49,7 +49,8 @@ func TestRuncHooksDWithoutConfDir(t *testing.T) {
 	require.NoError(t, e.cfg.Write(e.cfgPath))
 	out, err = run("named", map[string]string{plan.AnnotationNetworks: e.net.Name}, "echo", "should not run")
 	require.Error(t, err, "a container naming a network that is not there fails closed")
-	assert.Contains(t, out, `unknown network "`+e.net.Name+`"`)
+	// runc quotes the hook's stderr in its own log line.
+	assert.Contains(t, out, `unknown network \"`+e.net.Name+`\"`)
 	assert.Contains(t, out, e.cfg.ConfDir+" does not exist")
 	assert.NotContains(t, out, "should not run")
 
