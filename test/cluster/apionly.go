@@ -89,7 +89,7 @@ type APIServerTools struct {
 }
 
 // EnsureAPIServer runs `test/tools/install-k8s.sh apiserver` (idempotent;
-// cached outside the clone, ~4-5 minutes cold) and returns it.
+// cached outside the clone, ~5-8 minutes cold) and returns it.
 func EnsureAPIServer(ctx context.Context) (APIServerTools, error) {
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(harness.RepoRoot(), "test/tools/install-k8s.sh"), "apiserver")
 	var stderr bytes.Buffer

@@ -21,15 +21,17 @@ import (
 
 // podman is a private podman (Debian's 4.3, installed with CRI-O): its
 // storage, state, network configs and hooks dir in dir, run by runc 1.5.2
-// without cgroups of its own. Every command runs in a private mount
+// with its containers' (and conmon's) cgroups under a parent of its own,
+// removed at cleanup (runc has no "no cgroups"). Every command runs in a private mount
 // namespace with tmpfs over /var/lib and /dev/shm, where podman keeps its
 // blob cache and lock segment whatever its flags (the host's are not ours
 // to write); conmon and runc run in it too, and its mounts die with them.
 type podman struct {
-	t     *testing.T
-	dir   string
-	hooks string
-	image string
+	t      *testing.T
+	dir    string
+	hooks  string
+	image  string
+	cgroup string // the containers' cgroup parent
 }
 
 func newPodman(ctx context.Context, t *testing.T) *podman {
@@ -39,10 +41,22 @@ func newPodman(ctx context.Context, t *testing.T) *podman {
 	}
 	dir, err := os.MkdirTemp("", "pdm")
 	require.NoError(t, err)
-	p := &podman{t: t, dir: dir, hooks: filepath.Join(dir, "hooks.d"), image: "localhost/nri-cni-busybox:test"}
+	p := &podman{t: t, dir: dir, hooks: filepath.Join(dir, "hooks.d"), image: "localhost/nri-cni-busybox:test",
+		cgroup: "/" + harness.RandomName("nri-cni-podman-")}
+	_, err = os.Stat("/sys/fs/cgroup/memory/libpod_parent")
+	hadLibpodParent := err == nil
 	t.Cleanup(func() {
 		_ = harness.UnmountUnder(dir)
 		os.RemoveAll(dir)
+		// conmon and podman's cleanup may still be leaving the cgroups
+		// when podman run returns.
+		testenv.Eventually(t, 30*time.Second, "podman's processes to leave its cgroups", func() bool {
+			return harness.RemoveCgroupParent(p.cgroup) == nil
+		})
+		if _, err := os.Stat("/sys/fs/cgroup/memory/libpod_parent"); err == nil && !hadLibpodParent {
+			assert.NoError(t, harness.RemoveCgroupParent("/libpod_parent"))
+			t.Error("podman made /libpod_parent: removed")
+		}
 	})
 	for _, d := range []string{p.hooks, filepath.Join(dir, "networks"), filepath.Join(dir, "tmp")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
@@ -86,9 +100,9 @@ func (p *podman) run(ctx context.Context, args ...string) (string, error) {
 }
 
 // container runs a busybox container (removed when it exits) with the
-// annotations, no network of podman's and no cgroups; its output.
+// annotations and no network of podman's; its output.
 func (p *podman) container(ctx context.Context, ann map[string]string, args ...string) (string, error) {
-	run := []string{"run", "--rm", "--network", "none", "--cgroups", "disabled", "--security-opt", "seccomp=unconfined",
+	run := []string{"run", "--rm", "--network", "none", "--cgroup-parent", p.cgroup, "--security-opt", "seccomp=unconfined",
 		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"}
 	for k, v := range ann {
 		run = append(run, "--annotation", k+"="+v)
@@ -145,7 +159,7 @@ func TestPodmanHooksD(t *testing.T) {
 	asks := map[string]string{plan.AnnotationNetworks: sec.Name}
 	// getsNet1: a container with the annotations sees net1 with an address
 	// of the network; poststop releases it when the container is gone.
-	getsNet1 := func(ann map[string]string) {
+	getsNet1 := func(t *testing.T, ann map[string]string) {
 		t.Helper()
 		out, err := p.container(ctx, ann, "ip", "-4", "-o", "addr", "show", "dev", "net1")
 		require.NoError(t, err, "%s", out)
@@ -175,14 +189,14 @@ func TestPodmanHooksD(t *testing.T) {
 	t.Run("AlwaysWithANetwork", func(t *testing.T) {
 		cfg.ConfDir, cfg.PodSelection = netDir, false
 		require.NoError(t, cfg.Write(cfgPath))
-		getsNet1(nil)
+		getsNet1(t, nil)
 	})
 
 	t.Run("Annotation", func(t *testing.T) {
 		p.installHook("nri-cni-annotated.json", cfgPath)
 		cfg.PodSelection = true
 		require.NoError(t, cfg.Write(cfgPath))
-		getsNet1(asks)
+		getsNet1(t, asks)
 
 		// nri.conf broken: containers that do not ask never run the hook.
 		require.NoError(t, os.WriteFile(cfgPath, []byte("not: [yaml\n"), 0o644))

@@ -18,7 +18,7 @@
 # k8s.io/kubernetes is refused because of its replace directives) live in the
 # cache too, under .wrappers/, never in the clone. Idempotent; a cold build
 # takes ~10+ minutes on 2 cores, a warm run a second. `install.sh k8s` runs it
-# (all), `install.sh k8s-apiserver` the second kube-apiserver (~4-5 min cold).
+# (all), `install.sh k8s-apiserver` the second kube-apiserver (~5-8 min cold).
 #
 #   test/tools/install-k8s.sh [k8s|apiserver|etcd|crictl|runc|all]   (default: all)
 set -euo pipefail
@@ -164,7 +164,7 @@ install_apiserver() {
 	if [[ -f "$TOOLS_DIR/kubernetes-$v/.stamp" ]]; then
 		name="kubernetes-$v"
 	else
-		ensure "$name" "kube-apiserver $v (alone)" "~4-5 min" build_apiserver
+		ensure "$name" "kube-apiserver $v (alone)" "~5-8 min" build_apiserver
 	fi
 	echo "APISERVER_BIN_DIR=$(local_link "$name")"
 	echo "APISERVER_VERSION=$v"
