@@ -196,7 +196,7 @@ func TestHooksDEntryIsValid(t *testing.T) {
 		assert.True(t, val.MatchString("storage, data@net5"))
 		assert.False(t, val.MatchString(" \t"), "a blank value (the opt-out) runs no hook")
 	}
-	annotated.When, always.When = always.When, always.When
+	annotated.When = always.When
 	assert.Equal(t, always, annotated, "the same hook, stages and timeout")
 }
 
