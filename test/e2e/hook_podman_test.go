@@ -46,13 +46,13 @@ func newPodman(ctx context.Context, t *testing.T) *podman {
 	_, err = os.Stat("/sys/fs/cgroup/memory/libpod_parent")
 	hadLibpodParent := err == nil
 	t.Cleanup(func() {
-		_ = harness.UnmountUnder(dir)
-		os.RemoveAll(dir)
-		// conmon and podman's cleanup may still be leaving the cgroups
-		// when podman run returns.
+		// conmon and podman's cleanup may still be leaving the cgroups (and
+		// writing to dir) when podman run returns: wait for them first.
 		testenv.Eventually(t, 30*time.Second, "podman's processes to leave its cgroups", func() bool {
 			return harness.RemoveCgroupParent(p.cgroup) == nil
 		})
+		assert.NoError(t, harness.UnmountUnder(dir))
+		assert.NoError(t, os.RemoveAll(dir))
 		if _, err := os.Stat("/sys/fs/cgroup/memory/libpod_parent"); err == nil && !hadLibpodParent {
 			assert.NoError(t, harness.RemoveCgroupParent("/libpod_parent"))
 			t.Error("podman made /libpod_parent: removed")
