@@ -34,7 +34,7 @@ TOOLS_CONTAINERD := apt cni runtime
 TOOLS_CRIO       := $(TOOLS_CONTAINERD) crio
 TOOLS_K8S        := $(TOOLS_CRIO) k8s
 
-tools: ## Install every pinned test component (what make test needs: CNI plugins, containerd, runc, CRI-O, Kubernetes, etcd, crictl, helm; apt when root).
+tools: ## Install every pinned test component (what make test needs: CNI plugins, containerd, runc, CRI-O, Kubernetes, a v1.34.4 kube-apiserver, etcd, crictl, helm; apt when root).
 	$(call install_tools,all)
 
 lint: ## gofmt and go vet.
@@ -62,8 +62,8 @@ e2e: ## End-to-end tests against a real containerd 2.x and CRI-O 1.36 (both pid 
 	$(call install_tools,$(TOOLS_CRIO))
 	$(GO) test -count=1 -v ./test/e2e/
 
-e2e-k8s: ## Kubernetes tier (root): kubelet + API server on containerd, then on CRI-O, nri-cni's image and deploy/base applied with kubectl, pods through the API; RBAC, policies and the chart against the API server. K8S_VERSION=v1.34.4 for the oldest supported.
-	$(call install_tools,$(TOOLS_K8S) helm)
+e2e-k8s: ## Kubernetes tier (root): kubelet + API server on containerd, then on CRI-O, nri-cni's image and deploy/base applied with kubectl, pods through the API; RBAC, policies and the chart against the API server (deploy/base-1.34 also against a v1.34.4 API server alone). K8S_VERSION=v1.34.4 for the oldest supported.
+	$(call install_tools,$(TOOLS_K8S) k8s-apiserver helm)
 	$(GO) test -count=1 -p 1 -timeout $(K8S_TIMEOUT) -v $(K8S_PKGS)
 
 # The demos need root: say so before building anything. They are built like

@@ -21,6 +21,9 @@ import (
 var (
 	ErrUnknownNetwork = errors.New("unknown network")
 	ErrNoNetworks     = errors.New("no valid CNI network config")
+	// ErrNoConfDir: the CNI config dir (nri.conf confDir) does not exist
+	// (it wraps the fs.ErrNotExist too).
+	ErrNoConfDir = errors.New("CNI config dir (nri.conf confDir) does not exist")
 	// ErrSkippedMissing: DEL succeeded for the chain except plugins whose
 	// binaries are gone (they cannot be run, so nothing can clean up after
 	// them). Callers treat it as success and warn.
@@ -84,12 +87,26 @@ func (e *Engine) FindPlugin(typ string) (string, error) {
 func (e *Engine) CNI() *libcni.CNIConfig { return e.cni }
 
 // Reload re-reads the config directory. skipped names each invalid file.
+//
+// A config directory that does not exist while no network is loaded (the
+// first load) loads nothing: skipped then holds that error alone
+// (ErrNoConfDir), and the catalogue is empty — nri-cni's own missing config
+// is not an error for pods that ask for no network by name (the OCI hook runs
+// for every container). Whoever must not start without the directory checks
+// for it (the NRI plugin does, at start). Once networks are loaded, a
+// directory that went away is an error and they are kept.
 func (e *Engine) Reload(ctx context.Context) (skipped []error, err error) {
 	var c libcni.CNI = e.cni
 	if e.opts.NoValidate {
 		c = nil
 	}
 	nets, skipped, err := LoadDir(ctx, c, e.opts.ConfDir)
+	if errors.Is(err, ErrNoConfDir) && len(e.Networks()) == 0 {
+		e.mu.Lock()
+		e.networks = nil
+		e.mu.Unlock()
+		return []error{err}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package cni
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -60,13 +62,16 @@ const ConfigFileName = "nri.conf"
 // libcni (plugin binaries present, CNI versions supported) and returns the
 // valid ones (with c nil, files are only parsed, not validated). Each skipped
 // file gets one error in skipped, naming the file. A network name used twice
-// keeps its first file. An unreadable dir is err. ConfigFileName is not a
+// keeps its first file. An unreadable dir is err (ErrNoConfDir when it does
+// not exist). ConfigFileName is not a
 // network, and neither is what a ConfigMap volume keeps beside its keys
 // (the "..data" link and the "..<timestamp>" directory it points to: their
 // names have no config extension, and directories are never read).
 func LoadDir(ctx context.Context, c libcni.CNI, dir string) (nets []*Network, skipped []error, err error) {
 	// libcni treats a missing dir as empty; a mistyped confDir must not.
-	if st, err := os.Stat(dir); err != nil {
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoConfDir, err)
+	} else if err != nil {
 		return nil, nil, fmt.Errorf("CNI config dir: %w", err)
 	} else if !st.IsDir() {
 		return nil, nil, fmt.Errorf("CNI config dir %s: not a directory", dir)

@@ -27,6 +27,14 @@ const (
 // networks gets none (the common case: logged at debug only).
 const SkipNotRequested = "no " + AnnotationNetworks + " annotation (requireAnnotation: opt-in only)"
 
+// SkipNoConfig (a format: the confDir): a pod that asks for no network by
+// name gets nri.conf's `networks: []`, the first config of confDir, and
+// there is none (the dir is empty, missing or holds only invalid files).
+// It gets nothing and is not failed: a missing config of nri-cni's own is
+// not the pod's fault. A network named (nri.conf networks, defaultNetworks,
+// the pod's annotation) that is missing still fails the pod.
+const SkipNoConfig = "no valid CNI network config in %s: nri.conf networks: [] attaches the first one there, so nothing to attach"
+
 // ErrBadAnnotation wraps every annotation error; the message names the
 // annotation and the bad part.
 var ErrBadAnnotation = errors.New("invalid annotation")
@@ -66,6 +74,12 @@ func (p *Planner) choose(ctx context.Context, pod Pod, defaults []Attachment) (P
 		return Plan{Skip: SkipNotRequested}, nil
 	}
 	if !p.cfg.PodSelection || !annotated {
+		if len(p.cfg.Networks) == 0 && len(p.cat.Local()) == 0 {
+			// networks: [] is the first config of confDir, not a network
+			// the pod or the admin named: with none there (the dir empty
+			// or missing), the pod asked for nothing nri-cni has.
+			return Plan{Skip: fmt.Sprintf(SkipNoConfig, p.cfg.ConfDir)}, nil
+		}
 		nets, err := cni.Select(p.cat.Local(), p.cfg.Networks, p.cfg.ConfDir)
 		if err != nil {
 			return Plan{}, err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -117,7 +118,7 @@ func (h *OCIHook) Run(ctx context.Context, stage string) error {
 	}
 	err := timed(log, "attach", func() error {
 		_, err := h.Mgr.Attach(ctx, sb)
-		return err
+		return confDirHint(err, h.Mgr.Config().ConfDir)
 	})
 	if err != nil && h.Mgr.Config().FailurePolicy == config.FailurePolicyIgnore {
 		log.Error("failurePolicy ignore: the container starts without nri-cni's networks")
@@ -155,6 +156,20 @@ func (h *OCIHook) sandbox(st *specs.State, spec *specs.Spec) (attach.Sandbox, st
 		}
 	}
 	return sb, rules, err
+}
+
+// confDirHint adds to a failed attach's error that confDir does not exist
+// (so no network is loaded; `make install-hook` creates it): the container
+// asked for a network by name (a container that asks for none is skipped
+// without a config, plan.SkipNoConfig), and its error names that network.
+func confDirHint(err error, confDir string) error {
+	if err == nil {
+		return nil
+	}
+	if _, statErr := os.Stat(confDir); !errors.Is(statErr, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w (confDir %s does not exist, so no network is loaded: create it and put the CNI configs there)", err, confDir)
 }
 
 // readSpec reads the bundle's config.json.

@@ -75,6 +75,7 @@ type Cluster struct {
 	kubeletPort int
 
 	etcd, apiserver, controllerManager, scheduler, kubelet *proc
+	api                                                    apiChoice // StartAPIOnly's
 }
 
 // Start brings up etcd, the API server, controller-manager, scheduler,
@@ -123,24 +124,11 @@ func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
 	if err := c.host.makeCgroupRoot(cgroupRoot); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return c, err
-	}
-	c.apiPort = ports[0]
-	c.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(c.apiPort)
-	cs, err := c.makePKI()
+	procs, err := c.prepareControlPlane(o.Audit)
 	if err != nil {
 		return c, err
 	}
 	phase("tools, node interface, cgroups, PKI")
-	if err := c.newClient(); err != nil {
-		return c, err
-	}
-	procs, err := c.controlPlaneProcs(cs, o.Audit)
-	if err != nil {
-		return c, err
-	}
 	c.etcd, c.apiserver, c.controllerManager, c.scheduler = procs[0], procs[1], procs[2], procs[3]
 	c.rtTools = o.RuntimeTools
 	ctdDone := make(chan error, 1)
@@ -177,6 +165,26 @@ func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
 	err = c.waitDefaultServiceAccount(ctx, 2*time.Minute)
 	phase("default service account")
 	return c, err
+}
+
+// prepareControlPlane picks the API server's port, issues the PKI, builds
+// the admin client and prepares etcd, kube-apiserver, controller-manager and
+// scheduler (not started).
+func (c *Cluster) prepareControlPlane(audit bool) ([]*proc, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	c.apiPort = ports[0]
+	c.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(c.apiPort)
+	cs, err := c.makePKI()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.newClient(); err != nil {
+		return nil, err
+	}
+	return c.controlPlaneProcs(cs, audit)
 }
 
 // tools fills in the tool dirs the options left empty (running the installers).

@@ -124,7 +124,14 @@ func (c *Cluster) controlPlaneProcs(cs certs, audit bool) ([]*proc, error) {
 		"--allow-privileged=true", "--anonymous-auth=false", "--profiling=false",
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
 	}
-	apiArgs = append(apiArgs, mutatingPolicyFlags(c.Tools.minor())...)
+	bin, minor := c.Tools.bin("kube-apiserver"), c.Tools.minor()
+	if c.api.bin != "" { // StartAPIOnly's own kube-apiserver
+		bin, minor = c.api.bin, Tools{Version: c.api.version}.minor()
+		apiArgs = append(apiArgs, "--endpoint-reconciler-type=none")
+	}
+	if !c.api.noMutatingPolicy {
+		apiArgs = append(apiArgs, mutatingPolicyFlags(minor)...)
+	}
 	if audit {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
@@ -134,7 +141,7 @@ func (c *Cluster) controlPlaneProcs(cs certs, audit bool) ([]*proc, error) {
 		apiArgs = append(apiArgs, "--audit-policy-file="+policy, "--audit-log-path="+c.AuditLog,
 			"--audit-log-format=json", "--audit-log-maxbackup=0", "--audit-log-mode=blocking")
 	}
-	apiserver := newProc(c.Dir, "kube-apiserver", c.Tools.bin("kube-apiserver"), procEnv, apiArgs...)
+	apiserver := newProc(c.Dir, "kube-apiserver", bin, procEnv, apiArgs...)
 
 	cmConf := filepath.Join(c.Dir, "controller-manager.conf")
 	cm := newProc(c.Dir, "kube-controller-manager", c.Tools.bin("kube-controller-manager"), procEnv,

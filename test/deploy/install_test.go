@@ -58,6 +58,7 @@ func TestMakeInstallUninstallPrelaunched(t *testing.T) {
 	conf := filepath.Join(d, "etc/nri/conf.d/10-nri-cni.conf")
 	assertFile(t, plugin, 0o755, bin)
 	assertFile(t, conf, 0o644, filepath.Join(RepoRoot(), "nri.conf"))
+	assertFile(t, filepath.Join(d, "etc/nri-cni/net.d"), 0o755, "")
 	assert.Contains(t, out, "restart containerd")
 
 	// A second install keeps the admin's config.
@@ -81,13 +82,17 @@ func TestMakeInstallUninstallHook(t *testing.T) {
 	d := t.TempDir()
 	bin := filepath.Join(d, "build", "nri-cni")
 	vars := []string{"DESTDIR=" + d, "BIN=" + bin}
-	makeCmd(t, append([]string{"install-hook"}, vars...)...)
+	out := makeCmd(t, append([]string{"install-hook"}, vars...)...)
 	hookBin := filepath.Join(d, "usr/local/bin/nri-cni")
 	conf := filepath.Join(d, "etc/nri-cni/nri.conf")
 	hookJSON := filepath.Join(d, "usr/share/containers/oci/hooks.d/nri-cni.json")
 	assertFile(t, hookBin, 0o755, bin)
 	assertFile(t, conf, 0o644, filepath.Join(RepoRoot(), "nri.conf"))
 	assertFile(t, hookJSON, 0o644, filepath.Join(RepoRoot(), "hooks.d/nri-cni.json"))
+	// nri.conf's confDir, created empty, and what to put there: the hook
+	// runs for every container from now on.
+	assertFile(t, filepath.Join(d, "etc/nri-cni/net.d"), 0o755, "")
+	assert.Contains(t, out, "/etc/nri-cni/net.d is empty: put the CNI network configs")
 
 	require.NoError(t, os.WriteFile(conf, []byte("# mine\n"), 0o644))
 	makeCmd(t, append([]string{"install-hook"}, vars...)...)
@@ -95,11 +100,46 @@ func TestMakeInstallUninstallHook(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "# mine\n", string(got), "existing config kept")
 
-	out := makeCmd(t, append([]string{"uninstall-hook"}, vars...)...)
+	out = makeCmd(t, append([]string{"uninstall-hook"}, vars...)...)
 	assert.NoFileExists(t, hookBin)
 	assert.NoFileExists(t, hookJSON)
 	assert.FileExists(t, conf, "config is left alone")
+	assert.DirExists(t, filepath.Join(d, "etc/nri-cni/net.d"), "networks are left alone")
 	assert.Contains(t, out, "note:")
+}
+
+// TestMakeInstallHookAnnotation: HOOK_MATCH=annotation installs the entry
+// that hooks only containers annotated nri-cni.io/networks, under the same
+// name, and a new nri.conf with podSelection on (the annotation's value
+// names the networks); an admin's config is kept; a net.d with a config
+// gets no note.
+func TestMakeInstallHookAnnotation(t *testing.T) {
+	d := t.TempDir()
+	vars := []string{"DESTDIR=" + d, "BIN=" + filepath.Join(d, "build", "nri-cni"), "HOOK_MATCH=annotation"}
+	makeCmd(t, append([]string{"install-hook"}, vars...)...)
+	assertFile(t, filepath.Join(d, "usr/share/containers/oci/hooks.d/nri-cni.json"), 0o644,
+		filepath.Join(RepoRoot(), "hooks.d/nri-cni-annotated.json"))
+	conf := filepath.Join(d, "etc/nri-cni/nri.conf")
+	assertFile(t, conf, 0o644, "")
+	got, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join(RepoRoot(), "nri.conf"))
+	require.NoError(t, err)
+	assert.Contains(t, string(want), "\npodSelection: false\n")
+	assert.Equal(t, strings.Replace(string(want), "\npodSelection: false\n", "\npodSelection: true\n", 1), string(got))
+
+	require.NoError(t, os.WriteFile(filepath.Join(d, "etc/nri-cni/net.d/10-a.conflist"), []byte("{}"), 0o644))
+	out := makeCmd(t, append([]string{"install-hook"}, vars...)...)
+	assert.Contains(t, out, "kept existing")
+	assert.NotContains(t, out, "is empty")
+
+	mk, err := exec.LookPath("make")
+	require.NoError(t, err)
+	bad := exec.Command(mk, "--no-print-directory", "-C", RepoRoot(), "install-hook", "DESTDIR="+d, "HOOK_MATCH=sometimes")
+	bad.Env = append(os.Environ(), "MAKEFLAGS=")
+	msg, err := bad.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(msg), "HOOK_MATCH=sometimes: want always or annotation")
 }
 
 func TestMakeImageAndHelp(t *testing.T) {

@@ -3,6 +3,7 @@ package deploy
 import (
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -150,30 +151,53 @@ func TestVolumesAreSaneAndAllUsed(t *testing.T) {
 	}
 }
 
+// hooksDEntry is the hooks.d 1.0.0 schema (containers/common pkg/hooks).
+type hooksDEntry struct {
+	Version string `json:"version"`
+	Hook    struct {
+		Path    string   `json:"path"`
+		Args    []string `json:"args"`
+		Env     []string `json:"env"`
+		Timeout *int     `json:"timeout"`
+	} `json:"hook"`
+	When struct {
+		Always        *bool             `json:"always"`
+		Annotations   map[string]string `json:"annotations"`
+		Commands      []string          `json:"commands"`
+		HasBindMounts *bool             `json:"hasBindMounts"`
+	} `json:"when"`
+	Stages []string `json:"stages"`
+}
+
+// TestHooksDEntryIsValid: both shipped hooks.d entries (make install-hook
+// HOOK_MATCH=always, the default, and =annotation) are the same hook and
+// differ only in `when`.
 func TestHooksDEntryIsValid(t *testing.T) {
-	var h struct {
-		Version string `json:"version"`
-		Hook    struct {
-			Path    string   `json:"path"`
-			Args    []string `json:"args"`
-			Env     []string `json:"env"`
-			Timeout *int     `json:"timeout"`
-		} `json:"hook"`
-		When struct {
-			Always        *bool             `json:"always"`
-			Annotations   map[string]string `json:"annotations"`
-			Commands      []string          `json:"commands"`
-			HasBindMounts *bool             `json:"hasBindMounts"`
-		} `json:"when"`
-		Stages []string `json:"stages"`
+	var always, annotated hooksDEntry
+	require.NoError(t, DecodeStrict(filepath.Join(RepoRoot(), "hooks.d", "nri-cni.json"), &always))
+	require.NoError(t, DecodeStrict(filepath.Join(RepoRoot(), "hooks.d", "nri-cni-annotated.json"), &annotated))
+	for _, h := range []hooksDEntry{always, annotated} {
+		assert.Equal(t, "1.0.0", h.Version)
+		assert.True(t, filepath.IsAbs(h.Hook.Path))
+		assert.Equal(t, "/usr/local/bin/nri-cni", h.Hook.Path, "where make install-hook puts the binary")
+		assert.Contains(t, h.Hook.Args, "hook")
+		assert.Subset(t, []string{"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}, h.Stages)
+		assert.NotEmpty(t, h.Stages)
 	}
-	require.NoError(t, DecodeStrict(filepath.Join(RepoRoot(), "hooks.d", "nri-cni.json"), &h))
-	assert.Equal(t, "1.0.0", h.Version)
-	assert.True(t, filepath.IsAbs(h.Hook.Path))
-	assert.Equal(t, "/usr/local/bin/nri-cni", h.Hook.Path, "where make install-hook puts the binary")
-	assert.Contains(t, h.Hook.Args, "hook")
-	assert.Subset(t, []string{"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}, h.Stages)
-	assert.NotEmpty(t, h.Stages)
+	require.NotNil(t, always.When.Always)
+	assert.True(t, *always.When.Always)
+	assert.Nil(t, annotated.When.Always, "hooks.d ANDs the conditions: always would add nothing")
+	require.Len(t, annotated.When.Annotations, 1)
+	for k, v := range annotated.When.Annotations {
+		key, val := regexp.MustCompile(k), regexp.MustCompile(v)
+		assert.True(t, key.MatchString("nri-cni.io/networks"))
+		assert.False(t, key.MatchString("nri-cni.io/networks-x"), "the key is anchored")
+		assert.False(t, key.MatchString("nri-cnixio/networks"), "the dot is literal")
+		assert.True(t, val.MatchString("storage, data@net5"))
+		assert.False(t, val.MatchString(" \t"), "a blank value (the opt-out) runs no hook")
+	}
+	annotated.When = always.When
+	assert.Equal(t, always, annotated, "the same hook, stages and timeout")
 }
 
 func TestKindConfigPatchesNRI(t *testing.T) {

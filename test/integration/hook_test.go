@@ -206,29 +206,23 @@ type hooksD struct {
 	Version string     `json:"version"`
 	Hook    specs.Hook `json:"hook"`
 	When    struct {
-		Always *bool `json:"always"`
+		Always      *bool             `json:"always"`
+		Annotations map[string]string `json:"annotations"`
 	} `json:"when"`
 	Stages []string `json:"stages"`
 }
 
-// TestShippedHooksDFileWithRunc applies hooks.d/nri-cni.json as hooks.d
-// clients do (the same hook, same args, for every listed stage), with only
-// the binary and config paths pointed at the test's.
-func TestShippedHooksDFileWithRunc(t *testing.T) {
-	e := newHookEnv(t, nil)
-	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "hooks.d", "nri-cni.json"))
-	require.NoError(t, err)
+// shippedHooks reads hooks.d/NAME and applies it as hooks.d clients do (the
+// same hook, same args, for every listed stage), with only the binary and
+// config paths pointed at the test's.
+func (e *hookEnv) shippedHooks(name string) (*specs.Hooks, hooksD) {
+	e.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "hooks.d", name))
+	require.NoError(e.t, err)
 	var hd hooksD
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	require.NoError(t, dec.Decode(&hd))
-	require.Equal(t, "1.0.0", hd.Version)
-	require.NotNil(t, hd.When.Always)
-	require.True(t, *hd.When.Always)
-	require.ElementsMatch(t, []string{"createRuntime", "poststop"}, hd.Stages)
-	require.Contains(t, strings.Join(hd.Hook.Env, " "), "PATH=")
-	require.Equal(t, []string{"nri-cni", "hook", "--config", "/etc/nri-cni/nri.conf"}, hd.Hook.Args)
-
+	require.NoError(e.t, dec.Decode(&hd))
 	h := hd.Hook
 	h.Path = e.bin
 	h.Args = []string{"nri-cni", "hook", "--config", e.cfgPath}
@@ -241,6 +235,21 @@ func TestShippedHooksDFileWithRunc(t *testing.T) {
 			hooks.Poststop = append(hooks.Poststop, h)
 		}
 	}
+	return hooks, hd
+}
+
+// TestShippedHooksDFileWithRunc applies hooks.d/nri-cni.json as hooks.d
+// clients do.
+func TestShippedHooksDFileWithRunc(t *testing.T) {
+	e := newHookEnv(t, nil)
+	hooks, hd := e.shippedHooks("nri-cni.json")
+	require.Equal(t, "1.0.0", hd.Version)
+	require.NotNil(t, hd.When.Always)
+	require.True(t, *hd.When.Always)
+	require.ElementsMatch(t, []string{"createRuntime", "poststop"}, hd.Stages)
+	require.Contains(t, strings.Join(hd.Hook.Env, " "), "PATH=")
+	require.Equal(t, []string{"nri-cni", "hook", "--config", "/etc/nri-cni/nri.conf"}, hd.Hook.Args)
+
 	id := harness.RandomName("c")
 	b := testenv.BusyboxBundle(t, e.runc, filepath.Join(e.dir, "b"), []string{"sh", "-c", "ip -4 addr show dev net1"}, hooks, nil)
 	var stdout, stderr bytes.Buffer

@@ -5,6 +5,10 @@
 #   K8S_BIN_DIR           kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
 #   K8S_VERSION           their version (K8S_VERSION in the environment picks it: v1.37.2, the
 #                         default and what CI runs, or v1.34.4, the oldest supported)
+#   APISERVER_BIN_DIR     (apiserver, not part of all) kube-apiserver alone, at
+#   APISERVER_VERSION     K8S_APISERVER_VERSION (v1.34.4, the oldest supported: the admission
+#                         tests of deploy/base-1.34 and deploy/base-1.34-nomap run against it;
+#                         the five commands' build when that is K8S_VERSION's and built)
 #   ETCD_BIN_DIR          etcd
 #   CRICTL_BIN_DIR        crictl
 #   RUNC_SECCOMP_BIN_DIR  runc built with libseccomp (the kubelet always asks for RuntimeDefault)
@@ -13,9 +17,10 @@
 # with a stamp file, linked into .tools/. The wrapper modules (`go install` of
 # k8s.io/kubernetes is refused because of its replace directives) live in the
 # cache too, under .wrappers/, never in the clone. Idempotent; a cold build
-# takes ~10+ minutes on 2 cores, a warm run a second. `install.sh k8s` runs it.
+# takes ~10+ minutes on 2 cores, a warm run a second. `install.sh k8s` runs it
+# (all), `install.sh k8s-apiserver` the second kube-apiserver (~5-8 min cold).
 #
-#   test/tools/install-k8s.sh [k8s|etcd|crictl|runc|all]   (default: all)
+#   test/tools/install-k8s.sh [k8s|apiserver|etcd|crictl|runc|all]   (default: all)
 set -euo pipefail
 
 # LOG_PREFIX: install.sh, which runs this, has its lines say "install:".
@@ -74,27 +79,41 @@ staging_replaces() {
 		}' "$gomod" | sort -u
 }
 
-# build_k8s OUT: the five commands of Kubernetes K8S_VERSION into OUT.
-build_k8s() {
-	local out=$1 minor staging wdir replaces
+# build_kube OUT VERSION CMD...: Kubernetes VERSION's commands CMD (under
+# k8s.io/kubernetes/cmd/) into OUT, from the wrapper module NAME-VERSION
+# (NAME: kubernetes for the five, else the one command).
+build_kube() {
+	local out=$1 version=$2 minor staging wdir replaces name=kubernetes
+	shift 2
+	local cmds=("$@")
+	((${#cmds[@]} > 1)) || name=${cmds[0]}
 	mkdir -p "$WRAP_DIR"
 	# v1.37.2 -> v0.37.2: the staging modules' tags.
-	staging="v0.${K8S_VERSION#v1.}"
-	minor=${K8S_VERSION#v1.}
+	staging="v0.${version#v1.}"
+	minor=${version#v1.}
 	minor=${minor%%.*}
-	replaces=$(staging_replaces k8s.io/kubernetes "$K8S_VERSION" "$staging")
+	replaces=$(staging_replaces k8s.io/kubernetes "$version" "$staging")
 	echo "$(wc -l <<<"$replaces") staging modules replaced at $staging"
-	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 	local pkgs=("${cmds[@]/#/k8s.io/kubernetes/cmd/}")
-	wdir=$(wrapper "kubernetes-$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}" <<<"$replaces")
+	wdir=$(wrapper "$name-$version" "k8s.io/kubernetes@$version" "${pkgs[@]}" <<<"$replaces")
 	rm -rf "$out"
 	mkdir -p "$out"
 	local v=k8s.io/component-base/version cv=k8s.io/client-go/pkg/version ld="-s -w" x
 	for x in "$v" "$cv"; do
-		ld+=" -X $x.gitVersion=$K8S_VERSION -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
+		ld+=" -X $x.gitVersion=$version -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
 	done
 	cd "$wdir"
 	CGO_ENABLED=0 go build -v -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$out/" "${pkgs[@]}"
+}
+
+# build_k8s OUT: the five commands of Kubernetes K8S_VERSION into OUT.
+build_k8s() {
+	build_kube "$1" "$K8S_VERSION" kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+}
+
+# build_apiserver OUT: kube-apiserver K8S_APISERVER_VERSION alone into OUT.
+build_apiserver() {
+	build_kube "$1" "$K8S_APISERVER_VERSION" kube-apiserver
 }
 
 build_etcd() {
@@ -138,6 +157,19 @@ install_k8s() {
 	echo "K8S_VERSION=$K8S_VERSION"
 }
 
+# The second kube-apiserver: the five commands' build when it is that
+# version and built already, else its own (kube-apiserver-VERSION).
+install_apiserver() {
+	local v=$K8S_APISERVER_VERSION name="kube-apiserver-$K8S_APISERVER_VERSION"
+	if [[ -f "$TOOLS_DIR/kubernetes-$v/.stamp" ]]; then
+		name="kubernetes-$v"
+	else
+		ensure "$name" "kube-apiserver $v (alone)" "~5-8 min" build_apiserver
+	fi
+	echo "APISERVER_BIN_DIR=$(local_link "$name")"
+	echo "APISERVER_VERSION=$v"
+}
+
 install_etcd() {
 	ensure "etcd-$ETCD_VERSION" "etcd $ETCD_VERSION" "~1.5 min" build_etcd
 	echo "ETCD_BIN_DIR=$(local_link "etcd-$ETCD_VERSION")"
@@ -159,9 +191,10 @@ install_runc_seccomp() {
 mkdir -p "$TOOLS_DIR"
 case "${1:-all}" in
 k8s) install_k8s ;;
+apiserver) install_apiserver ;;
 etcd) install_etcd ;;
 crictl) install_crictl ;;
 runc) install_runc_seccomp ;;
 all) install_runc_seccomp; install_etcd; install_crictl; install_k8s ;;
-*) echo "usage: $0 [k8s|etcd|crictl|runc|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [k8s|apiserver|etcd|crictl|runc|all]" >&2; exit 2 ;;
 esac

@@ -16,11 +16,13 @@
 #   runtime  containerd, containerd-shim-runc-v2, ctr, and runc
 #   crio     CRI-O, pinns, conmon (install-crio.sh)
 #   k8s      Kubernetes, etcd, crictl, runc with seccomp (install-k8s.sh all)
+#   k8s-apiserver  a second kube-apiserver alone, K8S_APISERVER_VERSION (v1.34.4: the
+#            admission tests of the oldest supported Kubernetes; install-k8s.sh apiserver)
 #   helm     helm (the chart tests)
 # and sets of them:
 #   demo     apt cni runtime                 (make demo; what the Go harness's containerd needs)
 #   demo-k8s demo + k8s                      (make demo-k8s)
-#   all      apt cni runtime crio k8s helm   (make test, make tools; the default)
+#   all      apt cni runtime crio k8s k8s-apiserver helm   (make test, make tools; the default)
 #
 # --for WHAT names the command that asked ("make demo"): the first line then
 # says what is installed and why, before any build starts.
@@ -92,6 +94,7 @@ describe() {
 	runtime) echo "containerd $CONTAINERD_VERSION, runc $RUNC_VERSION" ;;
 	crio) echo "CRI-O $CRIO_VERSION" ;;
 	k8s) echo "Kubernetes $K8S_VERSION (with etcd $ETCD_VERSION, crictl $CRICTL_VERSION, runc with seccomp)" ;;
+	k8s-apiserver) echo "kube-apiserver $K8S_APISERVER_VERSION" ;;
 	helm) echo "helm $HELM_VERSION" ;;
 	esac
 }
@@ -104,10 +107,10 @@ expand() {
 		case $a in
 		demo) a="apt cni runtime" ;;
 		demo-k8s) a="apt cni runtime k8s" ;;
-		all) a="apt cni runtime crio k8s helm" ;;
-		apt | cni | runtime | crio | k8s | helm) ;;
+		all) a="apt cni runtime crio k8s k8s-apiserver helm" ;;
+		apt | cni | runtime | crio | k8s | k8s-apiserver | helm) ;;
 		*)
-			echo "usage: $0 [--for WHAT] [apt|cni|runtime|crio|k8s|helm|demo|demo-k8s|all]..." >&2
+			echo "usage: $0 [--for WHAT] [apt|cni|runtime|crio|k8s|k8s-apiserver|helm|demo|demo-k8s|all]..." >&2
 			return 2
 			;;
 		esac
@@ -129,7 +132,7 @@ main() {
 	mkdir -p "$TOOLS_DIR"
 	if [[ -n $why ]]; then
 		# Said in the order a reader cares about, not the install order.
-		for c in runtime cni crio k8s helm apt; do
+		for c in runtime cni crio k8s k8s-apiserver helm apt; do
 			if [[ " $comps " == *" $c "* ]]; then what+=("$(describe "$c")"); fi
 		done
 		local line=${what[0]} i
@@ -144,6 +147,7 @@ main() {
 		runtime) install_runtime ;;
 		crio) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-crio.sh" ;;
 		k8s) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
+		k8s-apiserver) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-k8s.sh" apiserver ;;
 		helm) install_helm ;;
 		esac
 	done

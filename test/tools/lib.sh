@@ -14,6 +14,9 @@ CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
+# A second kube-apiserver, built alone: the admission tests of the oldest
+# supported Kubernetes run against it (test/kubeapi, TestBase134*).
+K8S_APISERVER_VERSION=${K8S_APISERVER_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}

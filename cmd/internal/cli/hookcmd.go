@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 
@@ -29,17 +30,18 @@ func hookCmd(ctx context.Context, a *app, args []string) int {
 		return a.fail("hook: want at most one stage argument (createRuntime, prestart, poststop or auto), got %q", fs.Args())
 	}
 	stage := fs.Arg(0) // "" = auto: from the state's status
+	what := strings.TrimSpace("hook " + stage)
 	// A hook lives for one ADD or DEL: collecting garbage only slows it.
 	debug.SetGCPercent(-1)
 	log, closeLog, mgr, unlock, err := setupOffline(ctx, a, *cfgPath, false)
 	if err != nil {
-		return a.fail("hook %s: %v", stage, err)
+		return a.fail("%s: %v", what, err)
 	}
 	defer closeLog()
 	defer unlock()
 	h := &oci.OCIHook{Mgr: mgr, Hook: mgr.Config().Hook, Stdin: a.stdin, Log: log}
 	if err := h.Run(ctx, stage); err != nil {
-		return a.fail("hook %s: %v", stage, err)
+		return a.fail("%s: %v", what, err)
 	}
 	return 0
 }

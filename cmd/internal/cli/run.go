@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/config"
 	"github.com/nri-cni/nri-cni/hook/nri"
 	"github.com/nri-cni/nri-cni/hostroot"
@@ -289,26 +290,44 @@ func openLog(path string) (*os.File, error) {
 
 // buildManager opens the state dir, records the host netns and loads the CNI
 // configs. Invalid config files are skipped with a warning naming each.
-// noValidate skips the per-plugin VERSION execs (one-shot commands).
-func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, noValidate bool, deps attach.Deps) (*attach.Built, error) {
+// oneShot (the hook, gc, status: one invocation each) skips the per-plugin
+// VERSION execs and takes a missing confDir for an empty one: a container
+// that asks for no network by name must never fail on nri-cni's own missing
+// config. The plugin (not oneShot) refuses to start without confDir, so a
+// mistyped path is seen at once; pods that ask for nothing are not failed
+// by that, and the node's validator holds those that require nri-cni.
+func buildManager(ctx context.Context, cfg config.Config, log *logrus.Entry, oneShot bool, deps attach.Deps) (*attach.Built, error) {
 	if err := checkPluginRoot(cfg); err != nil {
 		return nil, err
 	}
 	deps.Log = log
-	mgr, err := attach.Build(ctx, cfg, noValidate, deps)
+	mgr, err := attach.Build(ctx, cfg, oneShot, deps)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range mgr.Skipped {
+		if errors.Is(e, cni.ErrNoConfDir) {
+			if !oneShot {
+				return nil, e
+			}
+			log.WithField("confDir", cfg.ConfDir).Info("confDir does not exist: no CNI network loaded")
+			continue
+		}
 		log.WithError(e).Warn("skipping invalid CNI config")
 	}
 	names := []string{}
 	for _, n := range mgr.Engine.Networks() {
 		names = append(names, n.Name)
 	}
-	if _, err := mgr.Engine.Select(cfg.Networks); err != nil {
-		// Not fatal: configs may appear later; pods fail with this error meanwhile.
-		log.WithError(err).Warn("the configured networks are not available yet")
+	if len(cfg.Networks) > 0 {
+		if _, err := mgr.Engine.Select(cfg.Networks); err != nil {
+			// Not fatal: configs may appear later; pods fail with this error meanwhile.
+			log.WithError(err).Warn("the configured networks are not available yet")
+		}
+	} else if len(names) == 0 && !oneShot {
+		// networks: [] is the first config of confDir: none yet, pods
+		// that ask for no network by name get none meanwhile.
+		log.WithField("confDir", cfg.ConfDir).Warn("no valid CNI network config in confDir yet: pods get nri.conf's networks (the first config there) once one is added")
 	}
 	fields := logrus.Fields{"confDir": cfg.ConfDir, "binDirs": cfg.BinDirs, "loaded": names, "attach": cfg.Networks}
 	if cfg.PluginRoot != "" {
