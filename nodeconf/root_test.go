@@ -69,7 +69,6 @@ func TestHostPathResolvesInsideRoot(t *testing.T) {
 	assert.Equal(t, "/etc/hostname", got, "root / is this machine")
 }
 
-
 // TestCheckExecutable: the await hook's binary as the host would run it:
 // missing, a directory or without an execute bit is named; a symlink to
 // an executable inside the root is fine.
