@@ -128,4 +128,3 @@ func (r *renderer) peers(c *compiled, cr *crule, k peerKey) (*peerSet, bool) {
 	}
 	return ps, ok
 }
-
