@@ -73,6 +73,7 @@ type world struct {
 	rendered map[string]netpol.Ruleset
 	notes    map[string][]netpol.Note
 	version  uint64
+	optsSeen string
 }
 
 // newWorld makes the namespaces (name → "k=v" labels) and the pods.
@@ -117,8 +118,8 @@ func (w *world) pod(key string) *pod {
 
 // rules renders a pod's Ruleset (once per snapshot version).
 func (w *world) rules(key string) netpol.Ruleset {
-	if v := w.snap.Version(); v != w.version {
-		w.version, w.rendered, w.notes = v, map[string]netpol.Ruleset{}, map[string][]netpol.Note{}
+	if v, o := w.snap.Version(), fmt.Sprint(w.opts); v != w.version || o != w.optsSeen {
+		w.version, w.optsSeen, w.rendered, w.notes = v, o, map[string]netpol.Ruleset{}, map[string][]netpol.Note{}
 	}
 	if rs, ok := w.rendered[key]; ok {
 		return rs

@@ -136,7 +136,7 @@ func TestUpstreamIngressNamespaceSelectorNoPods(t *testing.T) {
 	w := trio(t, "nsnone", false).add(pol("nsnone", "from-foo", "macvlan1", `
 podSelector: {matchLabels: {app: server}}
 ingress: [{from: [{namespaceSelector: {matchLabels: {foo: bar}}}]}]`))
-	w.probe("nsnone", "a>server ok", "b>server ko", "c>server ko", "server>a ok", "server>c ok")
+	w.probe("nsnone", "a>server ko", "b>server ko", "c>server ko", "server>a ok", "server>c ok")
 }
 
 func TestUpstreamBond(t *testing.T) {
