@@ -2,6 +2,7 @@ package netpol
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +21,9 @@ type Memo struct {
 	used    bool
 	pols    map[polKey]*compiled
 	peers   map[peerKey]*peerSet
+	// rules rendered from a policy rule that does not depend on the
+	// target (every rule but an ingress one with a named port).
+	rules map[peerKey][]Rule
 	// computed counts peer sets computed (not taken from the memo).
 	computed uint64
 }
@@ -70,6 +74,7 @@ func (m *Memo) view(version uint64, lim Limits) view {
 		m.used, m.version, m.limits = true, version, lim
 		m.pols = map[polKey]*compiled{}
 		m.peers = map[peerKey]*peerSet{}
+		m.rules = map[peerKey][]Rule{}
 	}
 	return view{m: m, usable: version == m.version && lim == m.limits, version: version}
 }
@@ -112,6 +117,27 @@ func (v view) peerSet(k peerKey, compute func() (*peerSet, bool)) (*peerSet, boo
 	}
 	v.m.mu.Unlock()
 	return ps, ok
+}
+
+func (v view) rules(k peerKey) ([]Rule, bool) {
+	if !v.usable {
+		return nil, false
+	}
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	r, ok := v.m.rules[k]
+	return r, ok
+}
+
+func (v view) keepRules(k peerKey, r []Rule) {
+	if !v.usable {
+		return
+	}
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	if v.m.version == v.version {
+		v.m.rules[k] = slices.Clip(r)
+	}
 }
 
 // budget counts selector evaluations (and peers visited) of one Render.

@@ -263,7 +263,9 @@ func perFamily(rl Rule, pf [2][]netip.Prefix) []Rule {
 		}
 		c := rl
 		c.Family = IPv4 + Family(fam)
-		c.Addrs = slices.Clone(ps)
+		// Shared with the memo and other Rulesets: read-only (clipped, so
+		// an append by a consumer copies).
+		c.Addrs = slices.Clip(ps)
 		out = append(out, c)
 	}
 	return out

@@ -10,11 +10,27 @@ import (
 // "from"/"to" or "ports" means every address or port). ok is false when
 // the budget ran out.
 func (r *renderer) rule(c *compiled, cr *crule) ([]Rule, bool) {
+	k := peerKey{polKey{c.pol.Namespace, c.pol.Name}, cr.dir, cr.index}
+	// Only an ingress rule with a named port depends on the target.
+	shared := cr.dir == Egress || !slices.ContainsFunc(cr.ports, func(p cport) bool { return p.named != "" })
+	if shared {
+		if out, ok := r.memo.rules(k); ok {
+			return out, true
+		}
+	}
+	out, ok := r.renderRule(c, cr, k)
+	if ok && shared {
+		r.memo.keepRules(k, out)
+	}
+	return out, ok
+}
+
+func (r *renderer) renderRule(c *compiled, cr *crule, k peerKey) ([]Rule, bool) {
 	comment := fmt.Sprintf("%s/%s %s[%d]", c.pol.Namespace, c.pol.Name, cr.dir, cr.index)
 	var ps *peerSet
 	if !cr.anyPeer {
 		var ok bool
-		if ps, ok = r.peers(c, cr, peerKey{polKey{c.pol.Namespace, c.pol.Name}, cr.dir, cr.index}); !ok {
+		if ps, ok = r.peers(c, cr, k); !ok {
 			return nil, false
 		}
 	}
@@ -66,7 +82,7 @@ func (r *renderer) rule(c *compiled, cr *crule) ([]Rule, bool) {
 	dests := ps
 	if cr.anyPeer {
 		var ok bool
-		if dests, ok = r.peers(c, nil, peerKey{polKey{c.pol.Namespace, c.pol.Name}, cr.dir, -1}); !ok {
+		if dests, ok = r.peers(c, nil, peerKey{k.pol, cr.dir, -1}); !ok {
 			return nil, false
 		}
 	}

@@ -2,21 +2,81 @@ package netpol
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 )
 
-// finish sets the digest: sha256 over FormatVersion and the canonical text
-// of the chains (String without its digest line). Everything a Ruleset
-// holds is sorted before this, so equal input gives an equal digest.
+// finish sets the digest: sha256 over FormatVersion and a canonical binary
+// encoding of the chains, every field in a fixed order with its length.
+// Everything a Ruleset holds is sorted before this, so equal input gives
+// an equal digest.
 func finish(rs Ruleset) Ruleset {
 	h := sha256.New()
-	fmt.Fprintf(h, "nri-cni netpol v%d\n", FormatVersion)
-	h.Write([]byte(rs.body()))
+	b := make([]byte, 0, 4096)
+	b = binary.BigEndian.AppendUint32(append(b, "nri-cni netpol"...), FormatVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rs.Chains)))
+	for _, c := range rs.Chains {
+		b = appendString(b, c.IfName)
+		b = append(b, byte(c.Direction))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(c.Rules)))
+		for i := range c.Rules {
+			b = c.Rules[i].appendCanonical(b)
+			if len(b) > 32<<10 {
+				h.Write(b)
+				b = b[:0]
+			}
+		}
+	}
+	h.Write(b)
 	rs.Digest = hex.EncodeToString(h.Sum(nil))
 	return rs
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.BigEndian.AppendUint32(b, uint32(len(s))), s...)
+}
+
+func appendAddr(b []byte, a netip.Addr) []byte {
+	if a.Is4() {
+		s := a.As4()
+		return append(append(b, 4), s[:]...)
+	}
+	s := a.As16()
+	return append(append(b, 16), s[:]...)
+}
+
+func (rl *Rule) appendCanonical(b []byte) []byte {
+	flags := byte(0)
+	if rl.Established {
+		flags = 1
+	}
+	b = append(b, flags, byte(rl.Family), byte(rl.Protocol), byte(rl.Verdict))
+	// A nil and an empty list differ (nil matches anything).
+	list := func(b []byte, n int, isNil bool) []byte {
+		if isNil {
+			return append(b, 0)
+		}
+		return binary.BigEndian.AppendUint32(append(b, 1), uint32(n))
+	}
+	b = list(b, len(rl.Addrs), rl.Addrs == nil)
+	for _, p := range rl.Addrs {
+		b = append(appendAddr(b, p.Addr()), byte(p.Bits()))
+	}
+	b = list(b, len(rl.Ports), rl.Ports == nil)
+	for _, p := range rl.Ports {
+		b = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, p.First), p.Last)
+	}
+	b = list(b, len(rl.ICMPTypes), rl.ICMPTypes == nil)
+	b = append(b, rl.ICMPTypes...)
+	b = list(b, len(rl.AddrPorts), rl.AddrPorts == nil)
+	for _, ap := range rl.AddrPorts {
+		b = binary.BigEndian.AppendUint16(append(appendAddr(b, ap.Addr), byte(ap.Protocol)), ap.Port)
+	}
+	return appendString(b, rl.Comment)
 }
 
 // String is the ruleset in an nft-like text, one rule a line: what the nft
