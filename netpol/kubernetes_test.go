@@ -10,6 +10,7 @@ package netpol_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nri-cni/nri-cni/netpol"
@@ -36,36 +37,37 @@ func kubeWorld(t testing.TB) *world {
 // kpol is a policy of namespace ns on kubeNAD.
 func kpol(ns, name, spec string) *netpol.Policy { return pol(ns, name, kubeNAD, spec) }
 
-const allOpen = `
-- . . . . . . . .
-. - . . . . . . .
-. . - . . . . . .
-. . . - . . . . .
-. . . . - . . . .
-. . . . . - . . .
-. . . . . . - . .
-. . . . . . . - .
-. . . . . . . . -`
+var allOpen = grid(func(string, string) bool { return false })
 
-// intoXA is everything open but x/a's ingress, except from the clients
-// marked ".": the column most ingress cases change.
-func intoXA(allowed ...string) string {
-	pods := []string{"x/a", "x/b", "x/c", "y/a", "y/b", "y/c", "z/a", "z/b", "z/c"}
-	grid := ""
-	for _, from := range pods {
-		for _, to := range pods {
+var kubePods = []string{"x/a", "x/b", "x/c", "y/a", "y/b", "y/c", "z/a", "z/b", "z/c"}
+
+// grid is the matrix where exactly the pairs blocked says are blocked.
+func grid(blocked func(from, to string) bool) string {
+	var b strings.Builder
+	for _, from := range kubePods {
+		for _, to := range kubePods {
 			switch {
 			case from == to:
-				grid += "-"
-			case to == "x/a" && !slices.Contains(allowed, from):
-				grid += "X"
+				b.WriteByte('-')
+			case blocked(from, to):
+				b.WriteByte('X')
 			default:
-				grid += "."
+				b.WriteByte('.')
 			}
 		}
-		grid += "\n"
+		b.WriteByte('\n')
 	}
-	return grid
+	return b.String()
+}
+
+// intoXA: x/a's ingress is closed but from the clients listed.
+func intoXA(allowed ...string) string {
+	return grid(func(from, to string) bool { return to == "x/a" && !slices.Contains(allowed, from) })
+}
+
+// outOfXA: x/a's egress is closed but to the servers listed.
+func outOfXA(allowed ...string) string {
+	return grid(func(from, to string) bool { return from == "x/a" && !slices.Contains(allowed, to) })
 }
 
 func TestKubernetesBehaviours(t *testing.T) {
@@ -177,26 +179,8 @@ ingress: [{from: [{namespaceSelector: {matchLabels: {ns: "y"}}}], ports: [{proto
 		{"named port on egress, resolved per destination", []*netpol.Policy{kpol("x", "egress-named", `
 podSelector: {matchLabels: {pod: a}}
 policyTypes: [Egress]
-egress: [{ports: [{port: serve-80-tcp}]}]`)}, []check{{tcp, 80, allOpen}, {tcp, 81, `
-			- X X X X X X X X
-			. - . . . . . . .
-			. . - . . . . . .
-			. . . - . . . . .
-			. . . . - . . . .
-			. . . . . - . . .
-			. . . . . . - . .
-			. . . . . . . - .
-			. . . . . . . . -`}}},
-		{"deny egress of one pod", []*netpol.Policy{kpol("x", "a-egress", `{podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress]}`)}, []check{{tcp, 80, `
-			- X X X X X X X X
-			. - . . . . . . .
-			. . - . . . . . .
-			. . . - . . . . .
-			. . . . - . . . .
-			. . . . . - . . .
-			. . . . . . - . .
-			. . . . . . . - .
-			. . . . . . . . -`}}},
+egress: [{ports: [{port: serve-80-tcp}]}]`)}, []check{{tcp, 80, allOpen}, {tcp, 81, outOfXA()}}},
+		{"deny egress of one pod", []*netpol.Policy{kpol("x", "a-egress", `{podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress]}`)}, []check{{tcp, 80, outOfXA()}}},
 		{"deny egress of a namespace", []*netpol.Policy{kpol("y", "egress", `{podSelector: {}, policyTypes: [Egress]}`)}, []check{{tcp, 80, `
 			- . . . . . . . .
 			. - . . . . . . .
@@ -223,16 +207,7 @@ egress: [{to: [{podSelector: {matchLabels: {pod: c}}}]}]`)}, []check{{tcp, 80, `
 			X . . . . . . . -`}}},
 		{"client-side egress deny wins over the server's allow", []*netpol.Policy{
 			kpol("x", "a-no-egress", `{podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress]}`),
-			kpol("y", "allow-all-in", `{podSelector: {}, ingress: [{}]}`)}, []check{{tcp, 80, `
-			- X X X X X X X X
-			. - . . . . . . .
-			. . - . . . . . .
-			. . . - . . . . .
-			. . . . - . . . .
-			. . . . . - . . .
-			. . . . . . - . .
-			. . . . . . . - .
-			. . . . . . . . -`}}},
+			kpol("y", "allow-all-in", `{podSelector: {}, ingress: [{}]}`)}, []check{{tcp, 80, outOfXA()}}},
 		{"protocol-only: TCP yes, UDP no", []*netpol.Policy{kpol("x", "tcp", `
 podSelector: {matchLabels: {pod: a}}
 ingress: [{ports: [{protocol: TCP}]}]`)}, []check{{tcp, 80, allOpen}, {tcp, 81, allOpen}, {udp, 80, intoXA()}}},
@@ -246,29 +221,11 @@ ingress: [{from: [{podSelector: {matchLabels: {pod: b}}}]}]`),
 		{"egress to a /32 CIDR", []*netpol.Policy{kpol("x", "cidr", `
 podSelector: {matchLabels: {pod: a}}
 policyTypes: [Egress]
-egress: [{to: [{ipBlock: {cidr: 10.42.2.2/32}}]}]`)}, []check{{tcp, 80, `
-			- X X X . X X X X
-			. - . . . . . . .
-			. . - . . . . . .
-			. . . - . . . . .
-			. . . . - . . . .
-			. . . . . - . . .
-			. . . . . . - . .
-			. . . . . . . - .
-			. . . . . . . . -`}}},
+egress: [{to: [{ipBlock: {cidr: 10.42.2.2/32}}]}]`)}, []check{{tcp, 80, outOfXA("y/b")}}},
 		{"egress to a CIDR with an except", []*netpol.Policy{kpol("x", "except", `
 podSelector: {matchLabels: {pod: a}}
 policyTypes: [Egress]
-egress: [{to: [{ipBlock: {cidr: 10.42.0.0/16, except: [10.42.2.2/32]}}]}]`)}, []check{{tcp, 80, `
-			- . . . X . . . .
-			. - . . . . . . .
-			. . - . . . . . .
-			. . . - . . . . .
-			. . . . - . . . .
-			. . . . . - . . .
-			. . . . . . - . .
-			. . . . . . . - .
-			. . . . . . . . -`}}},
+egress: [{to: [{ipBlock: {cidr: 10.42.0.0/16, except: [10.42.2.2/32]}}]}]`)}, []check{{tcp, 80, grid(func(from, to string) bool { return from == "x/a" && to == "y/b" })}}},
 		{"an IP in cidr and except is allowed by another policy", []*netpol.Policy{
 			kpol("x", "except", `
 podSelector: {matchLabels: {pod: a}}

@@ -31,8 +31,15 @@ type Memo struct {
 // NewMemo returns an empty memo.
 func NewMemo() *Memo { return &Memo{} }
 
-// polKey identifies a policy within one snapshot version.
-type polKey struct{ ns, name string }
+// polKey identifies a policy within one snapshot version (design-42 §4.3:
+// UID and generation, direction and rule index, snapshot version; the
+// name too, since test snapshots may leave UID empty).
+type polKey struct {
+	ns, name, uid string
+	generation    int64
+}
+
+func keyOf(p *Policy) polKey { return polKey{p.Namespace, p.Name, p.UID, p.Generation} }
 
 // peerKey identifies one rule's peers; index -1 is "every peer of the
 // cluster" (an egress rule with no peers and a named port).
@@ -80,7 +87,7 @@ func (m *Memo) view(version uint64, lim Limits) view {
 }
 
 func (v view) policy(p *Policy, lim Limits) *compiled {
-	k := polKey{p.Namespace, p.Name}
+	k := keyOf(p)
 	if v.usable {
 		v.m.mu.Lock()
 		c, ok := v.m.pols[k]

@@ -10,7 +10,7 @@ import (
 // "from"/"to" or "ports" means every address or port). ok is false when
 // the budget ran out.
 func (r *renderer) rule(c *compiled, cr *crule) ([]Rule, bool) {
-	k := peerKey{polKey{c.pol.Namespace, c.pol.Name}, cr.dir, cr.index}
+	k := peerKey{keyOf(c.pol), cr.dir, cr.index}
 	// Only an ingress rule with a named port depends on the target.
 	shared := cr.dir == Egress || !slices.ContainsFunc(cr.ports, func(p cport) bool { return p.named != "" })
 	if shared {

@@ -66,10 +66,7 @@ func (s *Snapshot) SetSynced(synced bool) {
 func (s *Snapshot) AddPolicy(p *netpol.Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := slices.DeleteFunc(slices.Clone(s.policies[p.Namespace]), func(o *netpol.Policy) bool { return o.Name == p.Name })
-	l = append(l, p)
-	slices.SortFunc(l, func(a, b *netpol.Policy) int { return strings.Compare(a.Name, b.Name) })
-	s.policies[p.Namespace] = l
+	s.policies[p.Namespace] = put(s.policies[p.Namespace], p, func(o *netpol.Policy) string { return o.Name })
 	s.version++
 }
 
@@ -95,10 +92,7 @@ func (s *Snapshot) AddNamespace(name string, labels map[string]string) {
 func (s *Snapshot) PutNamespace(n *netpol.Namespace) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := slices.DeleteFunc(slices.Clone(s.nss), func(o *netpol.Namespace) bool { return o.Name == n.Name })
-	l = append(l, n)
-	slices.SortFunc(l, func(a, b *netpol.Namespace) int { return strings.Compare(a.Name, b.Name) })
-	s.nss = l
+	s.nss = put(s.nss, n, func(o *netpol.Namespace) string { return o.Name })
 	s.version++
 }
 
@@ -106,10 +100,7 @@ func (s *Snapshot) PutNamespace(n *netpol.Namespace) {
 func (s *Snapshot) AddPeer(p *netpol.Peer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := slices.DeleteFunc(slices.Clone(s.peers[p.Namespace]), func(o *netpol.Peer) bool { return o.Name == p.Name })
-	l = append(l, p)
-	slices.SortFunc(l, func(a, b *netpol.Peer) int { return strings.Compare(a.Name, b.Name) })
-	s.peers[p.Namespace] = l
+	s.peers[p.Namespace] = put(s.peers[p.Namespace], p, func(o *netpol.Peer) string { return o.Name })
 	s.version++
 }
 
@@ -119,6 +110,15 @@ func (s *Snapshot) DeletePeer(ns, name string) {
 	defer s.mu.Unlock()
 	s.peers[ns] = slices.DeleteFunc(slices.Clone(s.peers[ns]), func(o *netpol.Peer) bool { return o.Name == name })
 	s.version++
+}
+
+// put returns a copy of the list sorted by name with v added, or in place
+// of the element of its name: readers keep the slice they were given.
+func put[T any](l []T, v T, name func(T) string) []T {
+	out := slices.DeleteFunc(slices.Clone(l), func(o T) bool { return name(o) == name(v) })
+	out = append(out, v)
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(name(a), name(b)) })
+	return out
 }
 
 // Policy builds a policy from a YAML NetworkPolicySpec; it panics on YAML
