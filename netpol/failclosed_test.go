@@ -240,3 +240,39 @@ func TestHeadRules(t *testing.T) {
 		}
 	}
 }
+
+// Which interfaces a policy covers: each attachment kind is a NAD
+// "ns/name" (annotation, defaultNetworks or claim with a NAD) or a node
+// network's name (confDir, nri.conf networks, defaultNetworks or a claim
+// naming one); a bare entry matches the policy's namespace's NAD and the
+// node network of that name.
+func TestChainsPerIdentity(t *testing.T) {
+	tg := netpol.Target{Namespace: "ns", Name: "pod", Interfaces: []netpol.Interface{
+		{IfName: "net1", Identity: netpol.Identity{NAD: "ns/blue"}},     // annotation
+		{IfName: "net2", Identity: netpol.Identity{Node: "blue"}},       // confDir network of the same name
+		{IfName: "net3", Identity: netpol.Identity{NAD: "shared/blue"}}, // cross-namespace NAD, e.g. a claim's
+		{IfName: "net4", Identity: netpol.Identity{Node: "storage"}},    // defaultNetworks entry "storage"
+		{IfName: "net5", Identity: netpol.Identity{NAD: "ns/red"}},      // not named by any policy below
+	}}
+	for _, c := range []struct{ policyFor, chains string }{
+		{"blue", "net1 net2"},
+		{"ns/blue", "net1"},
+		{"shared/blue", "net3"},
+		{"storage", "net4"},
+		{"ns/storage", ""},
+		{"blue, storage, shared/blue", "net1 net2 net3 net4"},
+		{"other/red", ""},
+		{"", ""},
+	} {
+		s := netpoltest.New()
+		s.AddPolicy(pol("ns", "p", c.policyFor, `{podSelector: {}}`))
+		rs, _ := netpol.Render(tg, s, netpol.Options{}, nil)
+		var got []string
+		for _, ch := range rs.Chains {
+			got = append(got, ch.IfName)
+		}
+		if strings.Join(got, " ") != c.chains {
+			t.Errorf("policy-for %q: chains on %v, want %q", c.policyFor, got, c.chains)
+		}
+	}
+}

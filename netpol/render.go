@@ -16,8 +16,10 @@ var ndTypes = []uint8{130, 131, 132, 133, 134, 135, 136, 143}
 // It never fails: caches not synced, a namespace with too many policies, a
 // chain over a cap or a render over its budget all give deny-all chains,
 // and every invalid part of a policy allows nothing; Notes say why. The
-// memo (nil: none) shares work between the pods of one snapshot version.
-// Zero fields of opts.Limits take DefaultLimits' values.
+// memo (nil: none) shares work between the pods of one snapshot version;
+// what it already holds costs no budget, so only a render that runs out of
+// budget can depend on what the memo holds (it is then more restrictive
+// without it). Zero fields of opts.Limits take DefaultLimits' values.
 func Render(t Target, snap Snapshot, opts Options, memo *Memo) (Ruleset, []Note) {
 	if !snap.Synced() {
 		return DenyAll(t, opts), []Note{{Namespace: t.Namespace, Reason: "NotSynced",
