@@ -166,6 +166,15 @@ ingress: [{from: [{podSelector: {}}]}]`),
 			t.Fatalf("run %d differs:\n%s\nvs\n%s", i, rs, first)
 		}
 	}
+	deny := netpol.DenyAll(goldenTarget(), netpol.Options{})
+	for i := range 10 {
+		tg := goldenTarget()
+		r := rand.New(rand.NewPCG(uint64(i), 7))
+		r.Shuffle(len(tg.Interfaces), func(a, b int) { tg.Interfaces[a], tg.Interfaces[b] = tg.Interfaces[b], tg.Interfaces[a] })
+		if got := netpol.DenyAll(tg, netpol.Options{}); got.Digest != deny.Digest || got.String() != deny.String() {
+			t.Fatalf("DenyAll depends on the order of the interfaces:\n%s\nvs\n%s", got, deny)
+		}
+	}
 	s, tg := build(rand.New(rand.NewPCG(1, 42)))
 	s.AddNamespace("w", map[string]string{"env": "dev"})
 	if rs, _ := netpol.Render(tg, s, netpol.Options{AcceptICMP: true}, nil); rs.Digest == first.Digest {

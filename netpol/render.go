@@ -129,6 +129,8 @@ func (r *renderer) render() (Ruleset, []Note) {
 			}
 		}
 	}
+	// Chains in the order finish sorts them: the per-pod caps fill
+	// deterministically.
 	keys := make([]chainKey, 0, len(applied))
 	for k := range applied {
 		keys = append(keys, k)

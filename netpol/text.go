@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,6 +16,12 @@ import (
 // Everything a Ruleset holds is sorted before this, so equal input gives
 // an equal digest.
 func finish(rs Ruleset) Ruleset {
+	slices.SortStableFunc(rs.Chains, func(a, b Chain) int {
+		if c := strings.Compare(a.IfName, b.IfName); c != 0 {
+			return c
+		}
+		return int(a.Direction) - int(b.Direction)
+	})
 	h := sha256.New()
 	b := make([]byte, 0, 4096)
 	b = binary.BigEndian.AppendUint32(append(b, "nri-cni netpol"...), FormatVersion)
