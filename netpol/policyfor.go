@@ -15,6 +15,8 @@ const maxPolicyForEntries = 32
 type netRef struct {
 	Namespace, Name string
 	Bare            bool
+	// nad is "Namespace/Name", as a NAD identity spells it.
+	nad string
 }
 
 // networks is the set of networks a policy applies to.
@@ -61,7 +63,7 @@ func parseNetRef(entry, policyNS string) (netRef, error) {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return netRef{}, fmt.Errorf("name: %s", errs[0])
 		}
-		return netRef{Namespace: policyNS, Name: name, Bare: true}, nil
+		return netRef{Namespace: policyNS, Name: name, Bare: true, nad: policyNS + "/" + name}, nil
 	case 2:
 		ns, name := strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1])
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -70,7 +72,7 @@ func parseNetRef(entry, policyNS string) (netRef, error) {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return netRef{}, fmt.Errorf("name: %s", errs[0])
 		}
-		return netRef{Namespace: ns, Name: name}, nil
+		return netRef{Namespace: ns, Name: name, nad: ns + "/" + name}, nil
 	}
 	return netRef{}, fmt.Errorf("more than one \"/\"")
 }
@@ -80,7 +82,7 @@ func parseNetRef(entry, policyNS string) (netRef, error) {
 // namespace ns); a node network matches a bare entry of its name.
 func (n networks) matches(id Identity) bool {
 	for _, r := range n {
-		if id.NAD != "" && id.NAD == r.Namespace+"/"+r.Name {
+		if id.NAD != "" && id.NAD == r.nad {
 			return true
 		}
 		if id.NAD == "" && r.Bare && id.Node != "" && id.Node == r.Name {
