@@ -22,7 +22,7 @@ type netRef struct {
 // networks is the set of networks a policy applies to.
 type networks []netRef
 
-// ParsePolicyFor parses a policy-for annotation the way
+// parsePolicyFor parses a policy-for annotation the way
 // multi-networkpolicy-nftables does (split on ",", trim each entry and each
 // side of "/", skip empty entries), and in addition requires the namespace
 // to be a DNS label and the name a DNS subdomain. Invalid entries and those

@@ -25,6 +25,8 @@ func (r *renderer) rule(c *compiled, cr *crule) ([]Rule, bool) {
 	return out, ok
 }
 
+// renderRule does rule's work: peers, then ports per protocol, then
+// egress named ports as (address, protocol, port) triples.
 func (r *renderer) renderRule(c *compiled, cr *crule, k peerKey) ([]Rule, bool) {
 	comment := fmt.Sprintf("%s/%s %s[%d]", c.pol.Namespace, c.pol.Name, cr.dir, cr.index)
 	var ps *peerSet
