@@ -96,6 +96,7 @@ func (m *Manager) Collect(ctx context.Context, id string, live LiveFunc) (Outcom
 	if err := m.store.Delete(rec.ID); err != nil {
 		return Failed, err
 	}
+	m.forgetPolicy(rec.ID, rec.UID)
 	if repairing {
 		log.Info("gc: stale sandbox with an unreadable record torn down from libcni's cache")
 	} else {
@@ -250,6 +251,10 @@ func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, bu
 			co.CheckFailed(m.cni.metricsLabel(n.Name))
 		}
 		m.report.drift(rec, name, fmt.Errorf("interface %s: %w", n.IfName, err))
+	}
+	// MultiNetworkPolicy: the table's marker against the record.
+	if ns, ok := m.recordedNetns(rec); ok && m.pol != nil && ctx.Err() == nil && m.checkPolicy(ctx, log, rec, ns) {
+		failed++
 	}
 	return checked, failed, false
 }

@@ -1,0 +1,480 @@
+package attach
+
+// MultiNetworkPolicy on the interfaces nri-cni attaches (nri-cni-k8s with
+// kubernetes.multiNetworkPolicy; docs/multinetworkpolicy.md). The engine
+// keeps the order and the records; the rules come from a PolicySource
+// (kube: memory only) and are programmed by a Firewall (nft), both
+// declared here. Without them (Deps.Policy or Deps.Firewall nil) nothing
+// here runs: no render, no netlink.
+//
+//   - Attach: after the intent record, the planned interfaces (names and
+//     identities, no addresses yet) are rendered and programmed BEFORE the
+//     first ADD, so every interface is born filtered; a failure fails the
+//     sandbox with no ADD. After the ADDs, a second render with the pod's
+//     own addresses is programmed if its digest changed; a failure rolls
+//     the ADDs back. The attached record carries the digest.
+//   - Hot-plug: the kept and added interfaces are programmed before the
+//     pending record and the ADD, again with the addresses before the
+//     record is confirmed and the status reported; a removal re-renders.
+//   - ApplyPolicy (kube's dirty queue, and every record after a restart):
+//     under the sandbox's lock taken with a bounded wait (ErrBusy), the
+//     record is rendered again and programmed only when the digest differs
+//     from the record's or from the table's marker.
+//   - Quarantine: when reprogramming keeps failing (the queue's retries),
+//     the covered interfaces are set down and recorded; the next successful
+//     ApplyPolicy sets them up again.
+//   - Check (the periodic drift check): a marker that is not the record's
+//     is reprogrammed, with a Warning Event.
+//   - Teardown: no netlink (the table dies with the netns); the pod's
+//     addresses are forgotten as a peer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cni/nri-cni/cni"
+	"github.com/nri-cni/nri-cni/netns"
+	"github.com/nri-cni/nri-cni/netpol"
+	"github.com/nri-cni/nri-cni/state"
+)
+
+// PolicySource renders the rules of one pod (kube implements it). It reads
+// memory only: it is called inside the runtime's request.
+type PolicySource interface {
+	Render(ctx context.Context, t netpol.Target) (netpol.Ruleset, []netpol.Note, error)
+}
+
+// Firewall programs rulesets into pods' network namespaces (nft implements
+// it). It never writes to the host's namespace.
+type Firewall interface {
+	// Apply replaces the pod's table with rs in one transaction; an empty
+	// rs deletes the table if there is one.
+	Apply(ctx context.Context, ns netns.Netns, rs netpol.Ruleset) error
+	// Digest is the digest (netpol.Ruleset.Digest) the table in ns was
+	// programmed with, read from its marker; "" when ns has no table.
+	Digest(ctx context.Context, ns netns.Netns) (string, error)
+}
+
+// LocalPeers, when the PolicySource implements it, learns this node's pods'
+// own addresses from the records, the moment an attach or hot-plug records
+// them (no network-status round trip): peers of other pods' policies.
+// Calls repeat unchanged values (every ApplyPolicy tells its pod again);
+// an unchanged value must be no change.
+type LocalPeers interface {
+	SetLocal(podUID string, ifs []netpol.Interface)
+	ForgetLocal(podUID string)
+}
+
+// PolicyApplier is what kube's dirty queue calls (the Manager).
+type PolicyApplier interface {
+	ApplyPolicy(ctx context.Context, sandboxID string) error
+	Quarantine(ctx context.Context, sandboxID string) error
+	PolicySandboxes() []string
+}
+
+// PolicyPod names the pod of a policy event.
+type PolicyPod struct {
+	Namespace, Name, UID string
+	SandboxID            string
+}
+
+// PolicySink, when the status sink implements it, is told what rendering
+// noted about a pod's policies (Events on the policies) and of Warning
+// Events on the pod (Reason*). Both must return at once.
+type PolicySink interface {
+	PolicyNotes(pod PolicyPod, notes []netpol.Note)
+	PolicyWarning(pod PolicyPod, reason string, err error)
+}
+
+// Reasons of the Warning Events on a pod.
+const (
+	// ReasonPolicyDrift: the table in the pod's netns was not the one
+	// programmed (someone changed or deleted it); reprogrammed.
+	ReasonPolicyDrift = "MultiNetworkPolicyDrift"
+	// ReasonPolicyNotEnforced: reprogramming kept failing; the covered
+	// interfaces are down until it succeeds.
+	ReasonPolicyNotEnforced = "MultiNetworkPolicyNotEnforced"
+)
+
+// ErrPolicyNotProgrammed wraps every failure to render or program a pod's
+// rules.
+var ErrPolicyNotProgrammed = errors.New("MultiNetworkPolicy rules not programmed")
+
+// policies is the engine's MultiNetworkPolicy side; nil when off.
+type policies struct {
+	src   PolicySource
+	fw    Firewall
+	peers LocalPeers // nil: the source takes none
+	sink  PolicySink // nil: nothing reported
+	links func(path string, ifnames []string, up bool) error
+
+	mu sync.Mutex
+	// labels are each sandbox's labels as its runtime gave them (what
+	// ApplyPolicy renders with; the source prefers the API's).
+	labels map[string]map[string]string
+	// local is which sandbox each pod UID's addresses were told from: a
+	// stale sandbox's teardown does not forget its successor's.
+	local map[string]string
+}
+
+func newPolicies(d Deps) *policies {
+	if d.Policy == nil || d.Firewall == nil {
+		return nil
+	}
+	p := &policies{src: d.Policy, fw: d.Firewall, links: d.LinksUp, labels: map[string]map[string]string{},
+		local: map[string]string{}}
+	p.peers, _ = d.Policy.(LocalPeers)
+	p.sink, _ = d.Sink.(PolicySink)
+	if p.links == nil {
+		p.links = netns.SetLinksUp
+	}
+	return p
+}
+
+// marker is what the table's marker says once rs is programmed: nothing
+// when rs isolates nothing (no table).
+func marker(rs netpol.Ruleset) string {
+	if rs.Empty() {
+		return ""
+	}
+	return rs.Digest
+}
+
+// identity is the policy-for identity of a recorded network: its NAD, else
+// its confDir (node) network's name (design §4.3: annotation, defaultNetworks,
+// claims and hot-plug alike).
+func identity(n state.Network) netpol.Identity {
+	if n.NAD != "" {
+		return netpol.Identity{NAD: n.NAD}
+	}
+	return netpol.Identity{Node: n.Name}
+}
+
+// interfaces are nets as rendering sees them, with the addresses known.
+func interfaces(nets []state.Network) []netpol.Interface {
+	out := make([]netpol.Interface, 0, len(nets))
+	for _, n := range nets {
+		ifc := netpol.Interface{IfName: n.IfName, Identity: identity(n)}
+		for _, s := range n.IPs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				ifc.IPs = append(ifc.IPs, p.Addr())
+			} else if a, err := netip.ParseAddr(s); err == nil {
+				ifc.IPs = append(ifc.IPs, a)
+			}
+		}
+		out = append(out, ifc)
+	}
+	return out
+}
+
+// target is the pod of rec with the interfaces nets.
+func (p *policies) target(rec *state.Record, nets []state.Network) netpol.Target {
+	p.mu.Lock()
+	labels := p.labels[rec.ID]
+	p.mu.Unlock()
+	return netpol.Target{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Labels: labels,
+		Interfaces: interfaces(nets)}
+}
+
+// remember keeps sb's labels for later renders.
+func (p *policies) remember(sb Sandbox) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.labels[sb.ID] = maps.Clone(sb.Labels)
+}
+
+// program renders rec's pod over nets and programs the result unless the
+// record says it is programmed already (force: also when it does). The
+// record's digest follows what the kernel has.
+func (p *policies) program(ctx context.Context, ns netns.Netns, rec *state.Record, nets []state.Network, force bool) error {
+	rs, notes, err := p.src.Render(ctx, p.target(rec, nets))
+	if len(notes) > 0 && p.sink != nil {
+		p.sink.PolicyNotes(podOf(rec), notes)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: rendering: %w", ErrPolicyNotProgrammed, err)
+	}
+	if !force && rec.Policy != nil && rec.Policy.Digest == marker(rs) {
+		return nil
+	}
+	if err := p.fw.Apply(ctx, ns, rs); err != nil {
+		return fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
+	}
+	if rec.Policy == nil {
+		rec.Policy = &state.Policy{}
+	}
+	rec.Policy.Digest = marker(rs)
+	return nil
+}
+
+// tell gives the peer index rec's pod's addresses.
+func (p *policies) tell(rec *state.Record) {
+	if p.peers == nil || rec.UID == "" {
+		return
+	}
+	p.mu.Lock()
+	p.local[rec.UID] = rec.ID
+	p.mu.Unlock()
+	p.peers.SetLocal(rec.UID, interfaces(rec.Networks))
+}
+
+// forget drops what was kept of sandbox id of pod uid.
+func (p *policies) forget(id, uid string) {
+	p.mu.Lock()
+	delete(p.labels, id)
+	mine := uid != "" && p.local[uid] == id
+	if mine {
+		delete(p.local, uid)
+	}
+	p.mu.Unlock()
+	if mine && p.peers != nil {
+		p.peers.ForgetLocal(uid)
+	}
+}
+
+func podOf(rec *state.Record) PolicyPod {
+	return PolicyPod{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, SandboxID: rec.ID}
+}
+
+func (p *policies) warn(rec *state.Record, reason string, err error) {
+	if p.sink != nil && rec.Kind == "pod" && rec.UID != "" {
+		p.sink.PolicyWarning(podOf(rec), reason, err)
+	}
+}
+
+// recordedNetns is rec's namespace while it is the one recorded.
+func (m *Manager) recordedNetns(rec *state.Record) (netns.Netns, bool) {
+	if rec.Netns == "" {
+		return netns.Netns{}, false
+	}
+	ns, err := m.ns.Check(rec.Netns)
+	if err != nil || rec.NetnsIno != 0 && (ns.ID != netns.ID{Dev: rec.NetnsDev, Ino: rec.NetnsIno}) {
+		return netns.Netns{}, false
+	}
+	return ns, true
+}
+
+// policyRecord is id's attached record and live namespace, under its lock
+// (ok false: nothing to program: no record, not attached, netns gone).
+func (m *Manager) policyRecord(id string) (*state.Record, netns.Netns, bool, error) {
+	rec, err := m.store.Get(id)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, netns.Netns{}, false, nil
+	}
+	if err != nil {
+		return nil, netns.Netns{}, false, err
+	}
+	if rec.Phase != state.PhaseAttached || len(rec.Networks) == 0 {
+		return nil, netns.Netns{}, false, nil
+	}
+	ns, ok := m.recordedNetns(rec)
+	return rec, ns, ok, nil
+}
+
+// ApplyPolicy renders sandbox id's rules again and programs them when the
+// digest differs from the record's or from the table's marker (or
+// interfaces are quarantined: they come up again). Waiting for another
+// operation on the sandbox is bounded (BackgroundLockWait): then ErrBusy,
+// which the caller requeues on. A sandbox without an attached record or
+// whose netns is gone is nothing to do. Off (no Firewall): nil at once.
+func (m *Manager) ApplyPolicy(ctx context.Context, id string) error {
+	if m.pol == nil {
+		return nil
+	}
+	if err := state.ValidID(id); err != nil {
+		return err
+	}
+	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: MultiNetworkPolicy: %w", short(id), err)
+	}
+	defer release()
+	rec, ns, ok, err := m.policyRecord(id)
+	if err != nil || !ok {
+		return err
+	}
+	return m.reprogram(ctx, rec, ns, false)
+}
+
+// reprogram is ApplyPolicy with the lock held (force: program whatever the
+// digests say).
+func (m *Manager) reprogram(ctx context.Context, rec *state.Record, ns netns.Netns, force bool) error {
+	p := m.pol
+	p.tell(rec) // after a restart: the peer index learns the records
+	quarantined := rec.Policy != nil && len(rec.Policy.Quarantined) > 0
+	if !force && !quarantined && rec.Policy != nil {
+		if kernel, err := p.fw.Digest(ctx, ns); err != nil || kernel != rec.Policy.Digest {
+			force = true
+		}
+	}
+	if rec.Policy == nil {
+		force = true // never programmed (the feature just turned on)
+	}
+	unrecorded, before := rec.Policy == nil, orEmpty(rec.Policy).Digest
+	if err := p.program(ctx, ns, rec, rec.Networks, force || quarantined); err != nil {
+		return fmt.Errorf("%s: %w", recRef(rec), err)
+	}
+	if quarantined {
+		if err := p.links(ns.Path, rec.Policy.Quarantined, true); err != nil {
+			m.putPolicy(rec)
+			return fmt.Errorf("%s: MultiNetworkPolicy: ending the quarantine: %w", recRef(rec), err)
+		}
+		m.logRec(rec).WithField("interfaces", rec.Policy.Quarantined).Info("MultiNetworkPolicy programmed again: quarantined interfaces up")
+		rec.Policy.Quarantined = nil
+	}
+	if !unrecorded && rec.Policy.Digest == before && !quarantined {
+		return nil
+	}
+	return m.putPolicy(rec)
+}
+
+func orEmpty(p *state.Policy) *state.Policy {
+	if p == nil {
+		return &state.Policy{}
+	}
+	return p
+}
+
+func (m *Manager) putPolicy(rec *state.Record) error {
+	rec.Updated = time.Now().UTC()
+	if err := m.store.Put(rec); err != nil {
+		return fmt.Errorf("%s: MultiNetworkPolicy: %w", recRef(rec), err)
+	}
+	return nil
+}
+
+// Quarantine sets the interfaces sandbox id's policies cover down (those
+// its rules isolate; every recorded one if it cannot be rendered), records
+// them and raises ReasonPolicyNotEnforced: what kube's queue does when
+// reprogramming a running pod keeps failing, since the rules in place may
+// be more open than the policies now say. The next successful ApplyPolicy
+// sets them up again. The lock is waited for as in ApplyPolicy (ErrBusy).
+func (m *Manager) Quarantine(ctx context.Context, id string) error {
+	if m.pol == nil {
+		return nil
+	}
+	if err := state.ValidID(id); err != nil {
+		return err
+	}
+	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: MultiNetworkPolicy quarantine: %w", short(id), err)
+	}
+	defer release()
+	rec, ns, ok, err := m.policyRecord(id)
+	if err != nil || !ok {
+		return err
+	}
+	covered, why := m.covered(ctx, rec)
+	if len(covered) == 0 {
+		return nil // nothing isolated: nothing the old rules could leave open
+	}
+	if err := m.pol.links(ns.Path, covered, false); err != nil {
+		return fmt.Errorf("%s: MultiNetworkPolicy quarantine: %w", recRef(rec), err)
+	}
+	if rec.Policy == nil {
+		rec.Policy = &state.Policy{}
+	}
+	rec.Policy.Quarantined = sortedUnion(rec.Policy.Quarantined, covered)
+	err = m.putPolicy(rec)
+	m.logRec(rec).WithField("interfaces", covered).WithError(why).Error("MultiNetworkPolicy not programmed: interfaces set down until it is")
+	m.pol.warn(rec, ReasonPolicyNotEnforced, fmt.Errorf("interfaces %s set down until the rules are programmed", strings.Join(covered, ", ")))
+	return err
+}
+
+// covered are the interfaces of rec the rules isolate now; all of rec's
+// when they cannot be rendered (fail closed), with the error.
+func (m *Manager) covered(ctx context.Context, rec *state.Record) ([]string, error) {
+	rs, _, err := m.pol.src.Render(ctx, m.pol.target(rec, rec.Networks))
+	var out []string
+	if err != nil {
+		for _, n := range rec.Networks {
+			out = append(out, n.IfName)
+		}
+	} else {
+		for _, c := range rs.Chains {
+			out = append(out, c.IfName)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), err
+}
+
+func sortedUnion(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// PolicySandboxes are the sandboxes whose rules ApplyPolicy keeps: every
+// attached pod record with networks (after a restart, kube's queue takes
+// them all once its caches synced; a record never programmed, the feature
+// just turned on, is programmed then). Nil when off.
+func (m *Manager) PolicySandboxes() []string {
+	if m.pol == nil {
+		return nil
+	}
+	recs, _ := m.store.List()
+	var out []string
+	for _, rec := range recs {
+		if rec.Kind == "pod" && rec.Phase == state.PhaseAttached && len(rec.Networks) > 0 {
+			out = append(out, rec.ID)
+		}
+	}
+	return out
+}
+
+// checkPolicy compares the marker of rec's table with the record (the
+// drift check, its lock held) and reprograms a table that drifted, with a
+// Warning Event. drifted reports a mismatch.
+func (m *Manager) checkPolicy(ctx context.Context, log *logrus.Entry, rec *state.Record, ns netns.Netns) (drifted bool) {
+	if m.pol == nil || rec.Policy == nil || len(rec.Policy.Quarantined) > 0 {
+		return false // never programmed or quarantined: kube's queue's
+	}
+	kernel, err := m.pol.fw.Digest(ctx, ns)
+	if err == nil && kernel == rec.Policy.Digest {
+		return false
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	why := fmt.Errorf("the table's marker says %q, the record %q", kernel, rec.Policy.Digest)
+	if err != nil {
+		why = fmt.Errorf("the table's marker is unreadable: %w", err)
+	}
+	l := log.WithError(why)
+	if err := m.reprogram(ctx, rec, ns, true); err != nil {
+		l.WithField("reprogram", err.Error()).Error("MultiNetworkPolicy drift: reprogramming failed (kube's queue retries)")
+		m.pol.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogramming failed: %w", why, err))
+		return true
+	}
+	l.Warn("MultiNetworkPolicy drift: the table was reprogrammed")
+	m.pol.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogrammed", why))
+	return true
+}
+
+// recRef names rec's sandbox in errors.
+func recRef(rec *state.Record) string {
+	return PodRef(Sandbox{ID: rec.ID, Kind: rec.Kind, Pod: cni.PodIdentity{Namespace: rec.Namespace, Name: rec.Name}})
+}
+
+func (m *Manager) logRec(rec *state.Record) *logrus.Entry {
+	return m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
+}
+
+// forgetPolicy drops what the policy side kept of sandbox id of pod uid
+// (a teardown).
+func (m *Manager) forgetPolicy(id, uid string) {
+	if m.pol != nil {
+		m.pol.forget(id, uid)
+	}
+}
