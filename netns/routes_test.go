@@ -133,4 +133,20 @@ func TestSetLinksUp(t *testing.T) {
 	assert.True(t, state("eth0"), "eth0 untouched")
 	require.NoError(t, netns.SetLinksUp(n.Path(), []string{"net1"}, true))
 	assert.True(t, state("net1"), "net1 up again")
+	var addrs []string
+	require.NoError(t, n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName("net1")
+		if err != nil {
+			return err
+		}
+		list, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		for _, a := range list {
+			if a.IP.IsGlobalUnicast() {
+				addrs = append(addrs, a.IPNet.String())
+			}
+		}
+		return err
+	}))
+	sort.Strings(addrs)
+	assert.Equal(t, []string{"10.8.0.2/24", "fd08::2/64"}, addrs, "the addresses survive, IPv6's too")
 }
