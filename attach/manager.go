@@ -164,6 +164,9 @@ func New(cfg config.Config, d Deps) *Manager {
 	if m.routes == nil {
 		m.routes = netns.SetDefaultRoutes
 	}
+	if m.pol != nil {
+		m.pol.m = m
+	}
 	m.bg = newBackground(m)
 	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin,
 		devs: devices{src: d.Devices, files: d.DeviceInfo}}

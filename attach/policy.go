@@ -111,6 +111,7 @@ var ErrPolicyNotProgrammed = errors.New("MultiNetworkPolicy rules not programmed
 
 // policies is the engine's MultiNetworkPolicy side; nil when off.
 type policies struct {
+	m     *Manager // its locks, records, namespaces and log
 	src   PolicySource
 	fw    Firewall
 	peers LocalPeers // nil: the source takes none
@@ -227,8 +228,12 @@ func (p *policies) tell(rec *state.Record) {
 	p.peers.SetLocal(rec.UID, interfaces(rec.Networks))
 }
 
-// forget drops what was kept of sandbox id of pod uid.
+// forget drops what was kept of sandbox id of pod uid (a teardown: no
+// netlink, the table dies with the netns); nil-safe.
 func (p *policies) forget(id, uid string) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	delete(p.labels, id)
 	mine := uid != "" && p.local[uid] == id
@@ -252,11 +257,11 @@ func (p *policies) warn(rec *state.Record, reason string, err error) {
 }
 
 // recordedNetns is rec's namespace while it is the one recorded.
-func (m *Manager) recordedNetns(rec *state.Record) (netns.Netns, bool) {
+func (p *policies) recordedNetns(rec *state.Record) (netns.Netns, bool) {
 	if rec.Netns == "" {
 		return netns.Netns{}, false
 	}
-	ns, err := m.ns.Check(rec.Netns)
+	ns, err := p.m.ns.Check(rec.Netns)
 	if err != nil || rec.NetnsIno != 0 && (ns.ID != netns.ID{Dev: rec.NetnsDev, Ino: rec.NetnsIno}) {
 		return netns.Netns{}, false
 	}
@@ -265,8 +270,8 @@ func (m *Manager) recordedNetns(rec *state.Record) (netns.Netns, bool) {
 
 // policyRecord is id's attached record and live namespace, under its lock
 // (ok false: nothing to program: no record, not attached, netns gone).
-func (m *Manager) policyRecord(id string) (*state.Record, netns.Netns, bool, error) {
-	rec, err := m.store.Get(id)
+func (p *policies) policyRecord(id string) (*state.Record, netns.Netns, bool, error) {
+	rec, err := p.m.store.Get(id)
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, netns.Netns{}, false, nil
 	}
@@ -276,39 +281,33 @@ func (m *Manager) policyRecord(id string) (*state.Record, netns.Netns, bool, err
 	if rec.Phase != state.PhaseAttached || len(rec.Networks) == 0 {
 		return nil, netns.Netns{}, false, nil
 	}
-	ns, ok := m.recordedNetns(rec)
+	ns, ok := p.recordedNetns(rec)
 	return rec, ns, ok, nil
 }
 
-// ApplyPolicy renders sandbox id's rules again and programs them when the
-// digest differs from the record's or from the table's marker (or
-// interfaces are quarantined: they come up again). Waiting for another
-// operation on the sandbox is bounded (BackgroundLockWait): then ErrBusy,
-// which the caller requeues on. A sandbox without an attached record or
-// whose netns is gone is nothing to do. Off (no Firewall): nil at once.
-func (m *Manager) ApplyPolicy(ctx context.Context, id string) error {
-	if m.pol == nil {
+// apply is Manager.ApplyPolicy.
+func (p *policies) apply(ctx context.Context, id string) error {
+	if p == nil {
 		return nil
 	}
 	if err := state.ValidID(id); err != nil {
 		return err
 	}
-	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	release, err := p.m.locks.sandbox(ctx, id, BackgroundLockWait, p.m.margin)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: MultiNetworkPolicy: %w", short(id), err)
 	}
 	defer release()
-	rec, ns, ok, err := m.policyRecord(id)
+	rec, ns, ok, err := p.policyRecord(id)
 	if err != nil || !ok {
 		return err
 	}
-	return m.reprogram(ctx, rec, ns, false)
+	return p.reprogram(ctx, rec, ns, false)
 }
 
-// reprogram is ApplyPolicy with the lock held (force: program whatever the
+// reprogram is apply with the lock held (force: program whatever the
 // digests say).
-func (m *Manager) reprogram(ctx context.Context, rec *state.Record, ns netns.Netns, force bool) error {
-	p := m.pol
+func (p *policies) reprogram(ctx context.Context, rec *state.Record, ns netns.Netns, force bool) error {
 	p.tell(rec) // after a restart: the peer index learns the records
 	quarantined := rec.Policy != nil && len(rec.Policy.Quarantined) > 0
 	if !force && !quarantined && rec.Policy != nil {
@@ -325,16 +324,15 @@ func (m *Manager) reprogram(ctx context.Context, rec *state.Record, ns netns.Net
 	}
 	if quarantined {
 		if err := p.links(ns.Path, rec.Policy.Quarantined, true); err != nil {
-			m.putPolicy(rec)
-			return fmt.Errorf("%s: MultiNetworkPolicy: ending the quarantine: %w", recRef(rec), err)
+			return errors.Join(fmt.Errorf("%s: MultiNetworkPolicy: ending the quarantine: %w", recRef(rec), err), p.putPolicy(rec))
 		}
-		m.logRec(rec).WithField("interfaces", rec.Policy.Quarantined).Info("MultiNetworkPolicy programmed again: quarantined interfaces up")
+		p.logRec(rec).WithField("interfaces", rec.Policy.Quarantined).Info("MultiNetworkPolicy programmed again: quarantined interfaces up")
 		rec.Policy.Quarantined = nil
 	}
 	if !unrecorded && rec.Policy.Digest == before && !quarantined {
 		return nil
 	}
-	return m.putPolicy(rec)
+	return p.putPolicy(rec)
 }
 
 func orEmpty(p *state.Policy) *state.Policy {
@@ -344,57 +342,57 @@ func orEmpty(p *state.Policy) *state.Policy {
 	return p
 }
 
-func (m *Manager) putPolicy(rec *state.Record) error {
+func (p *policies) putPolicy(rec *state.Record) error {
 	rec.Updated = time.Now().UTC()
-	if err := m.store.Put(rec); err != nil {
+	if err := p.m.store.Put(rec); err != nil {
 		return fmt.Errorf("%s: MultiNetworkPolicy: %w", recRef(rec), err)
 	}
 	return nil
 }
 
-// Quarantine sets the interfaces sandbox id's policies cover down (those
-// its rules isolate; every recorded one if it cannot be rendered), records
-// them and raises ReasonPolicyNotEnforced: what kube's queue does when
-// reprogramming a running pod keeps failing, since the rules in place may
-// be more open than the policies now say. The next successful ApplyPolicy
-// sets them up again. The lock is waited for as in ApplyPolicy (ErrBusy).
-func (m *Manager) Quarantine(ctx context.Context, id string) error {
-	if m.pol == nil {
+// quarantine is Manager.Quarantine.
+func (p *policies) quarantine(ctx context.Context, id string) error {
+	if p == nil {
 		return nil
 	}
 	if err := state.ValidID(id); err != nil {
 		return err
 	}
-	release, err := m.locks.sandbox(ctx, id, BackgroundLockWait, m.margin)
+	release, err := p.m.locks.sandbox(ctx, id, BackgroundLockWait, p.m.margin)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: MultiNetworkPolicy quarantine: %w", short(id), err)
 	}
 	defer release()
-	rec, ns, ok, err := m.policyRecord(id)
+	rec, ns, ok, err := p.policyRecord(id)
 	if err != nil || !ok {
 		return err
 	}
-	covered, why := m.covered(ctx, rec)
+	return p.quarantineHeld(ctx, rec, ns)
+}
+
+// quarantineHeld is quarantine with the lock held.
+func (p *policies) quarantineHeld(ctx context.Context, rec *state.Record, ns netns.Netns) error {
+	covered, why := p.covered(ctx, rec)
 	if len(covered) == 0 {
 		return nil // nothing isolated: nothing the old rules could leave open
 	}
-	if err := m.pol.links(ns.Path, covered, false); err != nil {
+	if err := p.links(ns.Path, covered, false); err != nil {
 		return fmt.Errorf("%s: MultiNetworkPolicy quarantine: %w", recRef(rec), err)
 	}
 	if rec.Policy == nil {
 		rec.Policy = &state.Policy{}
 	}
 	rec.Policy.Quarantined = sortedUnion(rec.Policy.Quarantined, covered)
-	err = m.putPolicy(rec)
-	m.logRec(rec).WithField("interfaces", covered).WithError(why).Error("MultiNetworkPolicy not programmed: interfaces set down until it is")
-	m.pol.warn(rec, ReasonPolicyNotEnforced, fmt.Errorf("interfaces %s set down until the rules are programmed", strings.Join(covered, ", ")))
+	err := p.putPolicy(rec)
+	p.logRec(rec).WithField("interfaces", covered).WithError(why).Error("MultiNetworkPolicy not programmed: interfaces set down until it is")
+	p.warn(rec, ReasonPolicyNotEnforced, fmt.Errorf("interfaces %s set down until the rules are programmed", strings.Join(covered, ", ")))
 	return err
 }
 
 // covered are the interfaces of rec the rules isolate now; all of rec's
 // when they cannot be rendered (fail closed), with the error.
-func (m *Manager) covered(ctx context.Context, rec *state.Record) ([]string, error) {
-	rs, _, err := m.pol.src.Render(ctx, m.pol.target(rec, rec.Networks))
+func (p *policies) covered(ctx context.Context, rec *state.Record) ([]string, error) {
+	rs, _, err := p.src.Render(ctx, p.target(rec, rec.Networks))
 	var out []string
 	if err != nil {
 		for _, n := range rec.Networks {
@@ -415,15 +413,12 @@ func sortedUnion(a, b []string) []string {
 	return slices.Compact(out)
 }
 
-// PolicySandboxes are the sandboxes whose rules ApplyPolicy keeps: every
-// attached pod record with networks (after a restart, kube's queue takes
-// them all once its caches synced; a record never programmed, the feature
-// just turned on, is programmed then). Nil when off.
-func (m *Manager) PolicySandboxes() []string {
-	if m.pol == nil {
+// sandboxes is Manager.PolicySandboxes.
+func (p *policies) sandboxes() []string {
+	if p == nil {
 		return nil
 	}
-	recs, _ := m.store.List()
+	recs, _ := p.m.store.List()
 	var out []string
 	for _, rec := range recs {
 		if rec.Kind == "pod" && rec.Phase == state.PhaseAttached && len(rec.Networks) > 0 {
@@ -435,12 +430,18 @@ func (m *Manager) PolicySandboxes() []string {
 
 // checkPolicy compares the marker of rec's table with the record (the
 // drift check, its lock held) and reprograms a table that drifted, with a
-// Warning Event. drifted reports a mismatch.
-func (m *Manager) checkPolicy(ctx context.Context, log *logrus.Entry, rec *state.Record, ns netns.Netns) (drifted bool) {
-	if m.pol == nil || rec.Policy == nil || len(rec.Policy.Quarantined) > 0 {
-		return false // never programmed or quarantined: kube's queue's
+// Warning Event; if that fails, the covered interfaces are quarantined at
+// once (the table may be gone: they would be open). drifted reports a
+// mismatch.
+func (p *policies) checkPolicy(ctx context.Context, log *logrus.Entry, rec *state.Record) (drifted bool) {
+	if p == nil || rec.Policy == nil || len(rec.Policy.Quarantined) > 0 || ctx.Err() != nil {
+		return false // off, never programmed or quarantined: kube's queue's
 	}
-	kernel, err := m.pol.fw.Digest(ctx, ns)
+	ns, ok := p.recordedNetns(rec)
+	if !ok {
+		return false
+	}
+	kernel, err := p.fw.Digest(ctx, ns)
 	if err == nil && kernel == rec.Policy.Digest {
 		return false
 	}
@@ -452,13 +453,16 @@ func (m *Manager) checkPolicy(ctx context.Context, log *logrus.Entry, rec *state
 		why = fmt.Errorf("the table's marker is unreadable: %w", err)
 	}
 	l := log.WithError(why)
-	if err := m.reprogram(ctx, rec, ns, true); err != nil {
-		l.WithField("reprogram", err.Error()).Error("MultiNetworkPolicy drift: reprogramming failed (kube's queue retries)")
-		m.pol.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogramming failed: %w", why, err))
+	if err := p.reprogram(ctx, rec, ns, true); err != nil {
+		l.WithField("reprogram", err.Error()).Error("MultiNetworkPolicy drift: reprogramming failed, quarantining")
+		p.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogramming failed: %w", why, err))
+		if qerr := p.quarantineHeld(ctx, rec, ns); qerr != nil {
+			l.WithError(qerr).Error("MultiNetworkPolicy drift: quarantine failed")
+		}
 		return true
 	}
 	l.Warn("MultiNetworkPolicy drift: the table was reprogrammed")
-	m.pol.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogrammed", why))
+	p.warn(rec, ReasonPolicyDrift, fmt.Errorf("%w; reprogrammed", why))
 	return true
 }
 
@@ -467,14 +471,7 @@ func recRef(rec *state.Record) string {
 	return PodRef(Sandbox{ID: rec.ID, Kind: rec.Kind, Pod: cni.PodIdentity{Namespace: rec.Namespace, Name: rec.Name}})
 }
 
-func (m *Manager) logRec(rec *state.Record) *logrus.Entry {
-	return m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
+func (p *policies) logRec(rec *state.Record) *logrus.Entry {
+	return p.m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
 }
 
-// forgetPolicy drops what the policy side kept of sandbox id of pod uid
-// (a teardown).
-func (m *Manager) forgetPolicy(id, uid string) {
-	if m.pol != nil {
-		m.pol.forget(id, uid)
-	}
-}

@@ -411,6 +411,20 @@ func TestPolicyDriftCheck(t *testing.T) {
 	events := kf.Sink.PolicyEvents()
 	require.NotEmpty(t, events)
 	assert.Equal(t, attach.ReasonPolicyDrift, events[len(events)-1].Reason)
+	assert.Empty(t, kf.Links.In(podNetns))
+
+	// Drifted and not reprogrammable: quarantined at once.
+	kf.Firewall.SetTable(podNetns, "")
+	kf.Firewall.Mu.Lock()
+	kf.Firewall.Fail = func(int, netpol.Ruleset) error { return errors.New("ENOMEM") }
+	kf.Firewall.Mu.Unlock()
+	_, failed, _ = kf.Mgr.Check(ctx, "sb1")
+	assert.Equal(t, 1, failed)
+	assert.Equal(t, []string{"down net1"}, kf.Links.In(podNetns))
+	assert.Equal(t, []string{"net1"}, policyOf(t, kf, "sb1").Quarantined)
+	events = kf.Sink.PolicyEvents()
+	assert.Equal(t, []string{attach.ReasonPolicyDrift, attach.ReasonPolicyNotEnforced},
+		[]string{events[len(events)-2].Reason, events[len(events)-1].Reason})
 }
 
 // After a restart, the records are kube's queue's to re-check: a table
