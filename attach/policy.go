@@ -474,4 +474,3 @@ func recRef(rec *state.Record) string {
 func (p *policies) logRec(rec *state.Record) *logrus.Entry {
 	return p.m.log.WithFields(logrus.Fields{"sandbox": rec.ID, "pod": rec.Name, "namespace": rec.Namespace})
 }
-
