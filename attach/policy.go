@@ -287,6 +287,15 @@ func (p *policies) policyRecord(id string) (*state.Record, netns.Netns, bool, er
 
 // apply is Manager.ApplyPolicy.
 func (p *policies) apply(ctx context.Context, id string) error {
+	return p.withRecord(ctx, id, "MultiNetworkPolicy", func(rec *state.Record, ns netns.Netns) error {
+		return p.reprogram(ctx, rec, ns, false)
+	})
+}
+
+// withRecord runs f on sandbox id's attached record and live namespace,
+// under its lock waited for at most BackgroundLockWait (ErrBusy, wrapped
+// in what); nothing when off, without an attached record or its netns.
+func (p *policies) withRecord(ctx context.Context, id, what string, f func(*state.Record, netns.Netns) error) error {
 	if p == nil {
 		return nil
 	}
@@ -295,14 +304,14 @@ func (p *policies) apply(ctx context.Context, id string) error {
 	}
 	release, err := p.m.locks.sandbox(ctx, id, BackgroundLockWait, p.m.margin)
 	if err != nil {
-		return fmt.Errorf("sandbox %s: MultiNetworkPolicy: %w", short(id), err)
+		return fmt.Errorf("sandbox %s: %s: %w", short(id), what, err)
 	}
 	defer release()
 	rec, ns, ok, err := p.policyRecord(id)
 	if err != nil || !ok {
 		return err
 	}
-	return p.reprogram(ctx, rec, ns, false)
+	return f(rec, ns)
 }
 
 // reprogram is apply with the lock held (force: program whatever the
@@ -352,22 +361,9 @@ func (p *policies) putPolicy(rec *state.Record) error {
 
 // quarantine is Manager.Quarantine.
 func (p *policies) quarantine(ctx context.Context, id string) error {
-	if p == nil {
-		return nil
-	}
-	if err := state.ValidID(id); err != nil {
-		return err
-	}
-	release, err := p.m.locks.sandbox(ctx, id, BackgroundLockWait, p.m.margin)
-	if err != nil {
-		return fmt.Errorf("sandbox %s: MultiNetworkPolicy quarantine: %w", short(id), err)
-	}
-	defer release()
-	rec, ns, ok, err := p.policyRecord(id)
-	if err != nil || !ok {
-		return err
-	}
-	return p.quarantineHeld(ctx, rec, ns)
+	return p.withRecord(ctx, id, "MultiNetworkPolicy quarantine", func(rec *state.Record, ns netns.Netns) error {
+		return p.quarantineHeld(ctx, rec, ns)
+	})
 }
 
 // quarantineHeld is quarantine with the lock held.
