@@ -48,7 +48,11 @@ import (
 )
 
 // PolicySource renders the rules of one pod (kube implements it). It reads
-// memory only: it is called inside the runtime's request.
+// memory only: it is called inside the runtime's request. Until its caches
+// synced it answers a deny-all ruleset (every interface of the target, both
+// directions), not an error: an error fails the attach. Target.Labels are
+// the runtime's (nil after a restart) and NamedPorts nil: the source takes
+// the API's copy of the pod when it has one with the target's UID.
 type PolicySource interface {
 	Render(ctx context.Context, t netpol.Target) (netpol.Ruleset, []netpol.Note, error)
 }
