@@ -30,7 +30,7 @@ const module = "github.com/nri-cni/nri-cni/"
 var allowedImports = map[string][]string{
 	"hook/nri":          {"attach", "cni", "config", "reconcile", "state"},
 	"hook/oci":          {"attach", "cni", "config"},
-	"attach":            {"plan", "cni", "netns", "state", "config", "deviceinfo"},
+	"attach":            {"plan", "cni", "netns", "netpol", "state", "config", "deviceinfo"},
 	"plan":              {"cni", "config", "state", "nadpolicy", "apis/v1alpha1"},
 	"reconcile":         {"attach", "cni", "config", "netns", "state", "loop"},
 	"kube":              {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "kube/dra", "kube/dradevice", "kube/podresources"},
@@ -49,7 +49,7 @@ var allowedImports = map[string][]string{
 	"hostroot":          nil,
 	"netns":             nil, "state": nil, "config": nil, "metrics": nil, "deploy/node": nil,
 	// Test fixtures that live beside their package.
-	"attach/attachtest":                  {"attach", "cni", "config", "deviceinfo", "netns", "plan", "state", "test/testenv"},
+	"attach/attachtest":                  {"attach", "cni", "config", "deviceinfo", "netns", "netpol", "plan", "state", "test/testenv"},
 	"kube/podresources/podresourcestest": nil,
 	"nadpolicy/policytest":               {"config"},
 	"netpol/netpoltest":                  {"netpol"},
