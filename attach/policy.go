@@ -43,7 +43,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/cni"
 	"github.com/nri-cni/nri-cni/netns"
-	"github.com/nri-cni/nri-cni/netpol"
+	"github.com/nri-cni/nri-cni/netpol/ir"
 	"github.com/nri-cni/nri-cni/state"
 )
 
@@ -54,7 +54,7 @@ import (
 // the runtime's (nil after a restart) and NamedPorts nil: the source takes
 // the API's copy of the pod when it has one with the target's UID.
 type PolicySource interface {
-	Render(ctx context.Context, t netpol.Target) (netpol.Ruleset, []netpol.Note, error)
+	Render(ctx context.Context, t ir.Target) (ir.Ruleset, []ir.Note, error)
 }
 
 // Firewall programs rulesets into pods' network namespaces (nft implements
@@ -62,8 +62,8 @@ type PolicySource interface {
 type Firewall interface {
 	// Apply replaces the pod's table with rs in one transaction; an empty
 	// rs deletes the table if there is one.
-	Apply(ctx context.Context, ns netns.Netns, rs netpol.Ruleset) error
-	// Digest is the digest (netpol.Ruleset.Digest) the table in ns was
+	Apply(ctx context.Context, ns netns.Netns, rs ir.Ruleset) error
+	// Digest is the digest (ir.Ruleset.Digest) the table in ns was
 	// programmed with, read from its marker; "" when ns has no table.
 	Digest(ctx context.Context, ns netns.Netns) (string, error)
 }
@@ -74,7 +74,7 @@ type Firewall interface {
 // Calls repeat unchanged values (every ApplyPolicy tells its pod again);
 // an unchanged value must be no change.
 type LocalPeers interface {
-	SetLocal(podUID string, ifs []netpol.Interface)
+	SetLocal(podUID string, ifs []ir.Interface)
 	ForgetLocal(podUID string)
 }
 
@@ -95,7 +95,7 @@ type PolicyPod struct {
 // noted about a pod's policies (Events on the policies) and of Warning
 // Events on the pod (Reason*). Both must return at once.
 type PolicySink interface {
-	PolicyNotes(pod PolicyPod, notes []netpol.Note)
+	PolicyNotes(pod PolicyPod, notes []ir.Note)
 	PolicyWarning(pod PolicyPod, reason string, err error)
 }
 
@@ -147,7 +147,7 @@ func newPolicies(d Deps) *policies {
 
 // marker is what the table's marker says once rs is programmed: nothing
 // when rs isolates nothing (no table).
-func marker(rs netpol.Ruleset) string {
+func marker(rs ir.Ruleset) string {
 	if rs.Empty() {
 		return ""
 	}
@@ -157,18 +157,18 @@ func marker(rs netpol.Ruleset) string {
 // identity is the policy-for identity of a recorded network: its NAD, else
 // its confDir (node) network's name (design §4.3: annotation, defaultNetworks,
 // claims and hot-plug alike).
-func identity(n state.Network) netpol.Identity {
+func identity(n state.Network) ir.Identity {
 	if n.NAD != "" {
-		return netpol.Identity{NAD: n.NAD}
+		return ir.Identity{NAD: n.NAD}
 	}
-	return netpol.Identity{Node: n.Name}
+	return ir.Identity{Node: n.Name}
 }
 
 // interfaces are nets as rendering sees them, with the addresses known.
-func interfaces(nets []state.Network) []netpol.Interface {
-	out := make([]netpol.Interface, 0, len(nets))
+func interfaces(nets []state.Network) []ir.Interface {
+	out := make([]ir.Interface, 0, len(nets))
 	for _, n := range nets {
-		ifc := netpol.Interface{IfName: n.IfName, Identity: identity(n)}
+		ifc := ir.Interface{IfName: n.IfName, Identity: identity(n)}
 		for _, s := range n.IPs {
 			if p, err := netip.ParsePrefix(s); err == nil {
 				ifc.IPs = append(ifc.IPs, p.Addr())
@@ -182,11 +182,11 @@ func interfaces(nets []state.Network) []netpol.Interface {
 }
 
 // target is the pod of rec with the interfaces nets.
-func (p *policies) target(rec *state.Record, nets []state.Network) netpol.Target {
+func (p *policies) target(rec *state.Record, nets []state.Network) ir.Target {
 	p.mu.Lock()
 	labels := p.labels[rec.ID]
 	p.mu.Unlock()
-	return netpol.Target{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Labels: labels,
+	return ir.Target{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Labels: labels,
 		Interfaces: interfaces(nets)}
 }
 

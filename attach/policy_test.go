@@ -14,7 +14,7 @@ import (
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/attach/attachtest"
 	"github.com/nri-cni/nri-cni/config"
-	"github.com/nri-cni/nri-cni/netpol"
+	"github.com/nri-cni/nri-cni/netpol/ir"
 	"github.com/nri-cni/nri-cni/plan"
 	"github.com/nri-cni/nri-cni/state"
 )
@@ -29,7 +29,7 @@ func newPolicyFixture(t *testing.T) *attachtest.Fixture {
 }
 
 // chains are rs's chains as "ifname own-addresses...".
-func chains(rs netpol.Ruleset) []string {
+func chains(rs ir.Ruleset) []string {
 	var out []string
 	for _, c := range rs.Chains {
 		s := c.IfName
@@ -77,14 +77,14 @@ func TestPolicyProgrammedBeforeTheFirstADD(t *testing.T) {
 	assert.Equal(t, "pod-sb1", tg.Name)
 	assert.Equal(t, "uid-sb1", tg.UID)
 	assert.Equal(t, map[string]string{"app": "web"}, tg.Labels)
-	assert.Equal(t, []netpol.Interface{{IfName: "net1", Identity: netpol.Identity{NAD: "ns1/net-a"}},
-		{IfName: "net2", Identity: netpol.Identity{NAD: "ns1/net-b"}}}, tg.Interfaces)
+	assert.Equal(t, []ir.Interface{{IfName: "net1", Identity: ir.Identity{NAD: "ns1/net-a"}},
+		{IfName: "net2", Identity: ir.Identity{NAD: "ns1/net-b"}}}, tg.Interfaces)
 
 	assert.Equal(t, &state.Policy{Digest: calls[1].Ruleset.Digest}, policyOf(t, kf, "sb1"))
 	assert.Equal(t, calls[1].Ruleset.Digest, kf.Firewall.Table(podNetns))
 	ip := netip.MustParseAddr("10.99.0.5")
-	assert.Equal(t, []netpol.Interface{{IfName: "net1", Identity: netpol.Identity{NAD: "ns1/net-a"}, IPs: []netip.Addr{ip}},
-		{IfName: "net2", Identity: netpol.Identity{NAD: "ns1/net-b"}, IPs: []netip.Addr{ip}}}, kf.Policy.Local["uid-sb1"])
+	assert.Equal(t, []ir.Interface{{IfName: "net1", Identity: ir.Identity{NAD: "ns1/net-a"}, IPs: []netip.Addr{ip}},
+		{IfName: "net2", Identity: ir.Identity{NAD: "ns1/net-b"}, IPs: []netip.Addr{ip}}}, kf.Policy.Local["uid-sb1"])
 
 	// Teardown: no netlink, and the pod is no peer any more.
 	require.NoError(t, kf.Mgr.Detach(context.Background(), sb, true))
@@ -109,12 +109,12 @@ func TestPolicyIdentitiesOfEachAttachmentKind(t *testing.T) {
 	require.NoError(t, err)
 	targets := kf.Policy.Rendered()
 	require.NotEmpty(t, targets)
-	assert.Equal(t, []netpol.Interface{
-		{IfName: "net1", Identity: netpol.Identity{Node: "alpha"}},           // defaultNetworks: confDir
-		{IfName: "net2", Identity: netpol.Identity{NAD: "kube-system/side"}}, // defaultNetworks: NAD
-		{IfName: "net3", Identity: netpol.Identity{NAD: "ns1/net-a"}},        // the annotation
-		{IfName: "data0", Identity: netpol.Identity{Node: "alpha"}},          // a claim's confDir network
-		{IfName: "net4", Identity: netpol.Identity{NAD: "ns1/net-a"}},        // a claim's NAD
+	assert.Equal(t, []ir.Interface{
+		{IfName: "net1", Identity: ir.Identity{Node: "alpha"}},           // defaultNetworks: confDir
+		{IfName: "net2", Identity: ir.Identity{NAD: "kube-system/side"}}, // defaultNetworks: NAD
+		{IfName: "net3", Identity: ir.Identity{NAD: "ns1/net-a"}},        // the annotation
+		{IfName: "data0", Identity: ir.Identity{Node: "alpha"}},          // a claim's confDir network
+		{IfName: "net4", Identity: ir.Identity{NAD: "ns1/net-a"}},        // a claim's NAD
 	}, targets[0].Interfaces)
 }
 
@@ -123,7 +123,7 @@ func TestPolicyIdentitiesOfEachAttachmentKind(t *testing.T) {
 // attempt attaches.
 func TestPolicyApplyErrorFailsBeforeAnyADD(t *testing.T) {
 	kf := newPolicyFixture(t)
-	kf.Firewall.Fail = func(n int, _ netpol.Ruleset) error {
+	kf.Firewall.Fail = func(n int, _ ir.Ruleset) error {
 		if n == 1 {
 			return errors.New("netlink: no buffer space available")
 		}
@@ -143,8 +143,8 @@ func TestPolicyApplyErrorFailsBeforeAnyADD(t *testing.T) {
 	assert.Empty(t, kf.Policy.Local, "no peer")
 
 	// A render that fails is the same.
-	kf.Policy.Script(func(netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
-		return netpol.Ruleset{}, nil, errors.New("render budget")
+	kf.Policy.Script(func(ir.Target) (ir.Ruleset, []ir.Note, error) {
+		return ir.Ruleset{}, nil, errors.New("render budget")
 	})
 	_, err = kf.Mgr.Attach(context.Background(), sb)
 	require.ErrorIs(t, err, attach.ErrPolicyNotProgrammed)
@@ -161,7 +161,7 @@ func TestPolicyApplyErrorFailsBeforeAnyADD(t *testing.T) {
 // failed ADD does.
 func TestPolicyApplyErrorAfterADDRollsBack(t *testing.T) {
 	kf := newPolicyFixture(t)
-	kf.Firewall.Fail = func(n int, _ netpol.Ruleset) error {
+	kf.Firewall.Fail = func(n int, _ ir.Ruleset) error {
 		if n == 2 {
 			return errors.New("netns going away")
 		}
@@ -247,7 +247,7 @@ func TestPolicyHotplugApplyErrorAddsNothing(t *testing.T) {
 			sb := attachtest.NPWGPod("sb1", "net-a")
 			_, err := kf.Mgr.Attach(context.Background(), sb)
 			require.NoError(t, err)
-			kf.Firewall.Fail = func(n int, _ netpol.Ruleset) error {
+			kf.Firewall.Fail = func(n int, _ ir.Ruleset) error {
 				if n == failAt {
 					return errors.New("ENOMEM")
 				}
@@ -284,10 +284,10 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 	assert.Equal(t, policyOf(t, kf, "sb1").Digest, kf.Firewall.Table(podNetns))
 
 	// A policy change: the new ruleset, recorded.
-	kf.Policy.Script(func(t netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
+	kf.Policy.Script(func(t ir.Target) (ir.Ruleset, []ir.Note, error) {
 		rs := attachtest.Isolating(t)
-		rs.Chains = append(rs.Chains, netpol.Chain{IfName: "net1", Direction: netpol.Egress, Rules: []netpol.Rule{{Verdict: netpol.Drop}}})
-		return attachtest.Digested(rs), []netpol.Note{{Namespace: "ns1", Policy: "p1", Reason: "Invalid", Message: "bad cidr"}}, nil
+		rs.Chains = append(rs.Chains, ir.Chain{IfName: "net1", Direction: ir.Egress, Rules: []ir.Rule{{Verdict: ir.Drop}}})
+		return attachtest.Digested(rs), []ir.Note{{Namespace: "ns1", Policy: "p1", Reason: "Invalid", Message: "bad cidr"}}, nil
 	})
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
 	calls := kf.Firewall.Applied()
@@ -300,8 +300,8 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 
 	// A policy deleted: nothing isolated, the table goes, and that is what
 	// the record says (no reprogramming on every call).
-	kf.Policy.Script(func(netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
-		return netpol.Ruleset{Digest: "empty"}, nil, nil
+	kf.Policy.Script(func(ir.Target) (ir.Ruleset, []ir.Note, error) {
+		return ir.Ruleset{Digest: "empty"}, nil, nil
 	})
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
@@ -342,12 +342,12 @@ func TestPolicyQuarantineAndRecovery(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	// Only net2 is covered now, and its programming fails.
-	kf.Policy.Script(func(t netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
+	kf.Policy.Script(func(t ir.Target) (ir.Ruleset, []ir.Note, error) {
 		rs := attachtest.Isolating(t)
 		rs.Chains = rs.Chains[1:]
 		return attachtest.Digested(rs), nil, nil
 	})
-	kf.Firewall.Fail = func(int, netpol.Ruleset) error { return errors.New("ENOMEM") }
+	kf.Firewall.Fail = func(int, ir.Ruleset) error { return errors.New("ENOMEM") }
 	require.ErrorIs(t, kf.Mgr.ApplyPolicy(ctx, "sb1"), attach.ErrPolicyNotProgrammed)
 
 	require.NoError(t, kf.Mgr.Quarantine(ctx, "sb1"))
@@ -380,8 +380,8 @@ func TestPolicyQuarantineAndRecovery(t *testing.T) {
 	assert.Equal(t, []string{"down net2", "up net2", "down net2", "up net2"}, kf.Links.In(podNetns))
 
 	// Unrenderable: every recorded interface goes down (fail closed).
-	kf.Policy.Script(func(netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
-		return netpol.Ruleset{}, nil, errors.New("render budget")
+	kf.Policy.Script(func(ir.Target) (ir.Ruleset, []ir.Note, error) {
+		return ir.Ruleset{}, nil, errors.New("render budget")
 	})
 	require.NoError(t, kf.Mgr.Quarantine(ctx, "sb1"))
 	assert.Equal(t, []string{"net1", "net2"}, policyOf(t, kf, "sb1").Quarantined)
@@ -416,7 +416,7 @@ func TestPolicyDriftCheck(t *testing.T) {
 	// Drifted and not reprogrammable: quarantined at once.
 	kf.Firewall.SetTable(podNetns, "")
 	kf.Firewall.Mu.Lock()
-	kf.Firewall.Fail = func(int, netpol.Ruleset) error { return errors.New("ENOMEM") }
+	kf.Firewall.Fail = func(int, ir.Ruleset) error { return errors.New("ENOMEM") }
 	kf.Firewall.Mu.Unlock()
 	_, failed, _ = kf.Mgr.Check(ctx, "sb1")
 	assert.Equal(t, 1, failed)

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/nri-cni/nri-cni/netpol/ir"
 )
 
 // ndTypes are the ICMPv6 types of neighbour discovery (133-136) and
@@ -44,7 +46,7 @@ func DenyAll(t Target, opts Options) Ruleset {
 			rs.Chains = append(rs.Chains, denyChain(ifc.IfName, d))
 		}
 	}
-	return finish(rs)
+	return ir.Seal(rs)
 }
 
 func denyChain(ifname string, d Direction) Chain {
@@ -146,7 +148,7 @@ func (r *renderer) render() (Ruleset, []Note) {
 	for _, k := range keys {
 		rs.Chains = append(rs.Chains, r.chain(k, applied[k], &tab))
 	}
-	return finish(rs), r.notes
+	return ir.Seal(rs), r.notes
 }
 
 // tally counts what the table holds so far, against the per-pod caps.

@@ -58,7 +58,7 @@ func (r *renderer) renderRule(c *compiled, cr *crule, k peerKey) ([]Rule, bool) 
 			// The target's own container port of that name and protocol.
 			for _, np := range r.t.NamedPorts {
 				if np.Name == p.named && np.Protocol == p.proto && np.Port != 0 {
-					ranges[p.proto] = append(ranges[p.proto], PortRange{np.Port, np.Port})
+					ranges[p.proto] = append(ranges[p.proto], PortRange{First: np.Port, Last: np.Port})
 				}
 			}
 		default:
@@ -102,7 +102,7 @@ func (r *renderer) renderRule(c *compiled, cr *crule, k peerKey) ([]Rule, bool) 
 					for _, a := range addrs {
 						if a.IsValid() {
 							a = a.Unmap()
-							aps[familyIndex(a)] = append(aps[familyIndex(a)], AddrPort{a, p.proto, np.Port})
+							aps[familyIndex(a)] = append(aps[familyIndex(a)], AddrPort{Addr: a, Protocol: p.proto, Port: np.Port})
 						}
 					}
 				}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nri-cni/nri-cni/attach"
 	"github.com/nri-cni/nri-cni/netns"
-	"github.com/nri-cni/nri-cni/netpol"
+	"github.com/nri-cni/nri-cni/netpol/ir"
 )
 
 // PolicySource is a scripted attach.PolicySource (and attach.LocalPeers):
@@ -22,14 +22,14 @@ import (
 // target rendered and what it was told of local peers.
 type PolicySource struct {
 	Mu      sync.Mutex
-	Rules   func(t netpol.Target) (netpol.Ruleset, []netpol.Note, error)
-	Targets []netpol.Target
-	Local   map[string][]netpol.Interface
+	Rules   func(t ir.Target) (ir.Ruleset, []ir.Note, error)
+	Targets []ir.Target
+	Local   map[string][]ir.Interface
 	Forgot  []string
 }
 
 // Render implements attach.PolicySource.
-func (s *PolicySource) Render(_ context.Context, t netpol.Target) (netpol.Ruleset, []netpol.Note, error) {
+func (s *PolicySource) Render(_ context.Context, t ir.Target) (ir.Ruleset, []ir.Note, error) {
 	s.Mu.Lock()
 	s.Targets = append(s.Targets, t)
 	rules := s.Rules
@@ -41,11 +41,11 @@ func (s *PolicySource) Render(_ context.Context, t netpol.Target) (netpol.Rulese
 }
 
 // SetLocal implements attach.LocalPeers.
-func (s *PolicySource) SetLocal(uid string, ifs []netpol.Interface) {
+func (s *PolicySource) SetLocal(uid string, ifs []ir.Interface) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	if s.Local == nil {
-		s.Local = map[string][]netpol.Interface{}
+		s.Local = map[string][]ir.Interface{}
 	}
 	s.Local[uid] = ifs
 }
@@ -59,14 +59,14 @@ func (s *PolicySource) ForgetLocal(uid string) {
 }
 
 // Script replaces Rules.
-func (s *PolicySource) Script(rules func(t netpol.Target) (netpol.Ruleset, []netpol.Note, error)) {
+func (s *PolicySource) Script(rules func(t ir.Target) (ir.Ruleset, []ir.Note, error)) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Rules = rules
 }
 
 // Rendered is a copy of the targets rendered so far.
-func (s *PolicySource) Rendered() []netpol.Target {
+func (s *PolicySource) Rendered() []ir.Target {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	return slices.Clone(s.Targets)
@@ -74,22 +74,22 @@ func (s *PolicySource) Rendered() []netpol.Target {
 
 // Isolating is a ruleset isolating every interface of t for ingress,
 // allowing its own addresses (once known) and nothing else.
-func Isolating(t netpol.Target) netpol.Ruleset {
-	var rs netpol.Ruleset
+func Isolating(t ir.Target) ir.Ruleset {
+	var rs ir.Ruleset
 	for _, ifc := range t.Interfaces {
-		c := netpol.Chain{IfName: ifc.IfName, Direction: netpol.Ingress}
+		c := ir.Chain{IfName: ifc.IfName, Direction: ir.Ingress}
 		for _, ip := range ifc.IPs {
-			c.Rules = append(c.Rules, netpol.Rule{Addrs: []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}, Verdict: netpol.Accept,
+			c.Rules = append(c.Rules, ir.Rule{Addrs: []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}, Verdict: ir.Accept,
 				Comment: "own address"})
 		}
-		c.Rules = append(c.Rules, netpol.Rule{Verdict: netpol.Drop})
+		c.Rules = append(c.Rules, ir.Rule{Verdict: ir.Drop})
 		rs.Chains = append(rs.Chains, c)
 	}
 	return Digested(rs)
 }
 
 // Digested is rs with its Digest set from its content.
-func Digested(rs netpol.Ruleset) netpol.Ruleset {
+func Digested(rs ir.Ruleset) ir.Ruleset {
 	rs.Digest = ""
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%v", rs.Chains)))
 	rs.Digest = "test-" + hex.EncodeToString(sum[:8])
@@ -99,7 +99,7 @@ func Digested(rs netpol.Ruleset) netpol.Ruleset {
 // FirewallCall is one Apply: where, what, and what Seen said then.
 type FirewallCall struct {
 	Netns   string
-	Ruleset netpol.Ruleset
+	Ruleset ir.Ruleset
 	Seen    []string
 }
 
@@ -111,7 +111,7 @@ type Firewall struct {
 	Mu        sync.Mutex
 	Calls     []FirewallCall
 	Tables    map[string]string
-	Fail      func(n int, rs netpol.Ruleset) error
+	Fail      func(n int, rs ir.Ruleset) error
 	DigestErr error
 	Digests   int // Digest calls
 	Seen      func() []string
@@ -119,7 +119,7 @@ type Firewall struct {
 }
 
 // Apply implements attach.Firewall.
-func (f *Firewall) Apply(ctx context.Context, ns netns.Netns, rs netpol.Ruleset) error {
+func (f *Firewall) Apply(ctx context.Context, ns netns.Netns, rs ir.Ruleset) error {
 	f.Mu.Lock()
 	seen, block := f.Seen, f.Block
 	f.Mu.Unlock()
@@ -243,11 +243,11 @@ type PolicyEvent struct {
 	Pod    attach.PolicyPod
 	Reason string
 	Err    error
-	Notes  []netpol.Note
+	Notes  []ir.Note
 }
 
 // PolicyNotes implements attach.PolicySink.
-func (s *Sink) PolicyNotes(pod attach.PolicyPod, notes []netpol.Note) {
+func (s *Sink) PolicyNotes(pod attach.PolicyPod, notes []ir.Note) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.policy = append(s.policy, PolicyEvent{Pod: pod, Reason: "notes", Notes: notes})

@@ -30,7 +30,7 @@ const module = "github.com/nri-cni/nri-cni/"
 var allowedImports = map[string][]string{
 	"hook/nri":          {"attach", "cni", "config", "reconcile", "state"},
 	"hook/oci":          {"attach", "cni", "config"},
-	"attach":            {"plan", "cni", "netns", "netpol", "state", "config", "deviceinfo"},
+	"attach":            {"plan", "cni", "netns", "netpol/ir", "state", "config", "deviceinfo"},
 	"plan":              {"cni", "config", "state", "nadpolicy", "apis/v1alpha1"},
 	"reconcile":         {"attach", "cni", "config", "netns", "state", "loop"},
 	"kube":              {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "kube/dra", "kube/dradevice", "kube/podresources"},
@@ -38,7 +38,8 @@ var allowedImports = map[string][]string{
 	"kube/dradevice":    {"deviceinfo", "hostroot"},
 	"kube/podresources": {"hostroot"},
 	"nadpolicy":         {"config"},
-	"netpol":            nil,
+	"netpol":            {"netpol/ir"},
+	"netpol/ir":         nil,
 	"netpol/eval":       {"netpol"},
 	"migrate":           {"plan", "cni", "config", "nadpolicy"},
 	"nodeconf":          {"deploy/node", "hostroot"},
@@ -49,7 +50,7 @@ var allowedImports = map[string][]string{
 	"hostroot":          nil,
 	"netns":             nil, "state": nil, "config": nil, "metrics": nil, "deploy/node": nil,
 	// Test fixtures that live beside their package.
-	"attach/attachtest":                  {"attach", "cni", "config", "deviceinfo", "netns", "netpol", "plan", "state", "test/testenv"},
+	"attach/attachtest":                  {"attach", "cni", "config", "deviceinfo", "netns", "netpol/ir", "plan", "state", "test/testenv"},
 	"kube/podresources/podresourcestest": nil,
 	"nadpolicy/policytest":               {"config"},
 	"netpol/netpoltest":                  {"netpol"},
@@ -95,7 +96,7 @@ var ioCalls = []string{"Dial", "DialTimeout", "Listen", "ListenPacket", "LookupH
 func TestPlanningHasNoIO(t *testing.T) {
 	// apis/v1alpha1 is planning's: the NetworkConfig it reads from memory.
 	// netpol renders rules from a snapshot in memory, as plan plans.
-	for _, f := range slices.Concat(productFiles(t, "plan"), productFiles(t, "apis/v1alpha1"), productFiles(t, "netpol")) {
+	for _, f := range slices.Concat(productFiles(t, "plan"), productFiles(t, "apis/v1alpha1"), productFiles(t, "netpol"), productFiles(t, "netpol/ir")) {
 		file := parse(t, f)
 		for _, imp := range file.Imports {
 			path := strings.Trim(imp.Path.Value, `"`)

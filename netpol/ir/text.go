@@ -1,4 +1,4 @@
-package netpol
+package ir
 
 import (
 	"crypto/sha256"
@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// finish sets the digest: sha256 over FormatVersion and a canonical binary
+// Seal sorts the chains and sets the digest: sha256 over FormatVersion and a canonical binary
 // encoding of the chains, every field in a fixed order with its length.
 // Everything a Ruleset holds is sorted before this, so equal input gives
 // an equal digest.
-func finish(rs Ruleset) Ruleset {
+func Seal(rs Ruleset) Ruleset {
 	slices.SortStableFunc(rs.Chains, func(a, b Chain) int {
 		if c := strings.Compare(a.IfName, b.IfName); c != 0 {
 			return c
