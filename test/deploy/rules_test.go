@@ -43,6 +43,7 @@ var allowedImports = map[string][]string{
 	"apis/v1alpha1":     nil,
 	"loop":              nil,
 	"cni":               {"hostroot"},
+	"nft":               {"netpol", "netns"},
 	"deviceinfo":        {"hostroot"},
 	"hostroot":          nil,
 	"netns":             nil, "state": nil, "config": nil, "metrics": nil, "deploy/node": nil,
