@@ -31,11 +31,11 @@ func newPair(t *testing.T) pair {
 
 // flow is one probe and whether it must get through.
 type flow struct {
-	fromPod   bool
-	proto     string // tcp, udp, sctp
-	src, dst  string
-	port      int
-	want      bool
+	fromPod  bool
+	proto    string // tcp, udp, sctp
+	src, dst string
+	port     int
+	want     bool
 }
 
 func (f flow) String() string {
