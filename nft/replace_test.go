@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/nftables"
@@ -64,9 +65,17 @@ func TestReplaceIsAtomic(t *testing.T) {
 	}))
 	defer tx.Close()
 	// Without a table the flow passes: the probe can fail.
-	_, err := tx.Write([]byte("x"))
-	require.NoError(t, err)
-	<-received
+	passed := false
+	for i := 0; i < 100 && !passed; i++ {
+		_, err := tx.Write([]byte("x"))
+		require.NoError(t, err)
+		select {
+		case <-received:
+			passed = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	require.True(t, passed, "without a table the probe's datagrams never arrived")
 	apply(t, p, pp.pod, ruleset(0))
 	got.Store(0)
 
@@ -74,6 +83,7 @@ func TestReplaceIsAtomic(t *testing.T) {
 	var wg sync.WaitGroup
 	var polls, missing, sent atomic.Int64
 	var pollErr atomic.Value
+	podNS := target(t, pp.pod)
 	wg.Add(2)
 	go func() { // the reader
 		defer wg.Done()
@@ -83,7 +93,7 @@ func TestReplaceIsAtomic(t *testing.T) {
 				return
 			default:
 			}
-			d, err := p.Digest(context.Background(), target(t, pp.pod))
+			d, err := p.Digest(context.Background(), podNS)
 			if err != nil {
 				pollErr.Store(err)
 			} else if d == "" {
