@@ -259,3 +259,16 @@ func TestENOBUFSReadsTheMarkerBack(t *testing.T) {
 		})
 	}
 }
+
+// The check is the Resolver's notion of the host: a namespace it counts as
+// the host's is refused and never written (shown safely on a test netns).
+func TestRefusesWhatTheResolverCallsTheHost(t *testing.T) {
+	n := newNS(t)
+	tgt := target(t, n)
+	r, err := netns.NewResolver(netns.WithHost(tgt.ID))
+	require.NoError(t, err)
+	p, err := nft.New(nft.WithResolver(r))
+	require.NoError(t, err)
+	require.ErrorIs(t, p.Apply(context.Background(), tgt, everyKind("x")), netns.ErrHostNetns)
+	assert.Equal(t, "", digest(t, programmer(t), n), "nothing written")
+}
