@@ -38,9 +38,11 @@ import (
 // ours (someone changed it): treat as drift and reprogram.
 var ErrNoMarker = errors.New("table inet " + TableName + " has no nri-cni marker")
 
-// rcvBuf is the netlink socket's receive buffer: v0.3.0 asks an ACK (and,
-// for rules, an echo) of every message, all queued before the first read.
-const rcvBuf = 8 << 20
+// sockBuf is the netlink socket's send and receive buffer: the batch goes
+// in one sendmsg (refused past the send buffer), and v0.3.0 asks an ACK
+// (and, for rules, an echo) of every message, all queued before the first
+// read. At the renderer's caps a batch is about 1 MB.
+const sockBuf = 8 << 20
 
 // Programmer writes pods' tables.
 type Programmer struct {
@@ -105,23 +107,27 @@ func (p *Programmer) open(ns netns.Netns) (*os.File, error) {
 // conn is a lasting netlink socket inside the namespace of f.
 func conn(f *os.File) (*nftables.Conn, error) {
 	return nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(f.Fd())),
-		nftables.WithSockOptions(raiseRcvBuf))
+		nftables.WithSockOptions(raiseBufs))
 }
 
-// raiseRcvBuf forces the receive buffer past rmem_max (CAP_NET_ADMIN, which
-// nri-cni has), falling back to what the limit allows.
-func raiseRcvBuf(c *netlink.Conn) error {
+// raiseBufs forces both buffers past wmem_max / rmem_max (CAP_NET_ADMIN,
+// which nri-cni has), falling back to what the limits allow.
+func raiseBufs(c *netlink.Conn) error {
 	raw, err := c.SyscallConn()
 	if err == nil {
-		var serr error
+		var rerr, werr error
 		err = raw.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf)
+			rerr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, sockBuf)
+			werr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sockBuf)
 		})
-		if err == nil && serr == nil {
+		if err == nil && rerr == nil && werr == nil {
 			return nil
 		}
 	}
-	return c.SetReadBuffer(rcvBuf)
+	if err := c.SetReadBuffer(sockBuf); err != nil {
+		return err
+	}
+	return c.SetWriteBuffer(sockBuf)
 }
 
 // withConn runs fn with a socket in the verified namespace.
@@ -224,28 +230,45 @@ func exists(c *nftables.Conn) (bool, error) {
 func (p *Programmer) Digest(ctx context.Context, ns netns.Netns) (string, error) {
 	var digest string
 	err := p.withConn(ctx, ns, func(c *nftables.Conn) error {
-		ok, err := exists(c)
-		if err != nil || !ok {
-			return err
-		}
-		rules, err := c.GetRules(table(), &nftables.Chain{Name: "input"})
-		if err != nil {
-			return err
-		}
-		if len(rules) > 0 {
-			if s, ok := userdata.GetString(rules[0].UserData, userdata.TypeComment); ok {
-				if d, ok := strings.CutPrefix(s, markerPrefix); ok && d != "" {
-					digest = d
-					return nil
-				}
+		// A netlink dump is no snapshot: one that races a replacement can
+		// miss the marker (seen in TestReplaceIsAtomic). A table really
+		// without one stays so: a few reads tell the two apart.
+		var err error
+		for try := 0; try < markerReads; try++ {
+			if digest, err = marker(c); !errors.Is(err, ErrNoMarker) {
+				return err
 			}
 		}
-		return ErrNoMarker
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("netns %s: reading table inet %s: %w", ns.Path, TableName, err)
 	}
 	return digest, nil
+}
+
+// markerReads is how many dumps Digest makes before it calls a table
+// without a marker drift.
+const markerReads = 5
+
+// marker is one read of the marker: "" with no table.
+func marker(c *nftables.Conn) (string, error) {
+	ok, err := exists(c)
+	if err != nil || !ok {
+		return "", err
+	}
+	rules, err := c.GetRules(table(), &nftables.Chain{Name: "input"})
+	if err != nil {
+		return "", err
+	}
+	if len(rules) > 0 {
+		if s, ok := userdata.GetString(rules[0].UserData, userdata.TypeComment); ok {
+			if d, ok := strings.CutPrefix(s, markerPrefix); ok && d != "" {
+				return d, nil
+			}
+		}
+	}
+	return "", ErrNoMarker
 }
 
 // Delete removes the table if the namespace has it; with none it writes

@@ -36,6 +36,12 @@ func newNS(tb testing.TB) ns.NetNS {
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
 	require.NoError(tb, n.Do(func(ns.NetNS) error {
+		// No DAD in this namespace: test addresses are usable at once.
+		for _, f := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/accept_dad", []byte("0"), 0o644); err != nil {
+				return err
+			}
+		}
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err
@@ -74,6 +80,9 @@ func link(tb testing.TB, a ns.NetNS, ifA string, addrsA []string, b ns.NetNS, if
 			if err != nil {
 				return err
 			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
 			for _, s := range addrs {
 				a, err := netlink.ParseAddr(s)
 				if err != nil {
@@ -86,7 +95,7 @@ func link(tb testing.TB, a ns.NetNS, ifA string, addrsA []string, b ns.NetNS, if
 					return err
 				}
 			}
-			return netlink.LinkSetUp(l)
+			return nil
 		}))
 	}
 	up(a, ifA, addrsA)
