@@ -63,7 +63,7 @@ type program struct {
 	chains []*nftables.Chain // input, output, then the per-interface chains
 	sets   []*set
 	rules  []rule
-	byKey  map[string]*set
+	byKey  map[[sha256.Size]byte]*set
 	table  *nftables.Table
 }
 
@@ -89,7 +89,7 @@ func build(t *nftables.Table, rs netpol.Ruleset) (*program, error) {
 	if rs.Digest == "" {
 		return nil, fmt.Errorf("ruleset has no digest")
 	}
-	p := &program{table: t, byKey: map[string]*set{}}
+	p := &program{table: t, byKey: map[[sha256.Size]byte]*set{}}
 	accept := nftables.ChainPolicyAccept
 	p.chains = append(p.chains,
 		&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookInput,
@@ -278,10 +278,32 @@ func dport(reg uint32) *expr.Payload {
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
 }
 
+// contentKey identifies a set's content: its kind, a qualifier (family,
+// protocol) and its keys, each length-prefixed.
+func contentKey(kind string, q byte, keys ...[]byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0, q})
+	for _, k := range keys {
+		h.Write([]byte{byte(len(k))})
+		h.Write(k)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// spanKeys are a span list's bounds in order (an open end as empty).
+func spanKeys(spans []span) [][]byte {
+	out := make([][]byte, 0, 2*len(spans))
+	for _, s := range spans {
+		out = append(out, s.lo, s.hi)
+	}
+	return out
+}
+
 // set returns the set with this content key, adding it on first use.
-func (p *program) set(key string, mk func() *set) *set {
-	sum := sha256.Sum256([]byte(key))
-	k := string(sum[:])
+func (p *program) set(k [sha256.Size]byte, mk func() *set) *set {
 	if s, ok := p.byKey[k]; ok {
 		return s
 	}
@@ -296,7 +318,7 @@ func (p *program) set(key string, mk func() *set) *set {
 
 // addrSet is the interval set of one family's addresses of a rule.
 func (p *program) addrSet(f netpol.Family, prefixes []netip.Prefix) *set {
-	var ranges []span
+	ranges := make([]span, 0, len(prefixes))
 	for _, pr := range prefixes {
 		if isFamily(pr.Addr(), f) {
 			pr = netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()).Masked()
@@ -304,8 +326,7 @@ func (p *program) addrSet(f netpol.Family, prefixes []netip.Prefix) *set {
 		}
 	}
 	ranges = mergeSpans(ranges)
-	key := fmt.Sprint("addr", f, ranges)
-	return p.set(key, func() *set {
+	return p.set(contentKey("addr", byte(f), spanKeys(ranges)...), func() *set {
 		kt := nftables.TypeIPAddr
 		if f == netpol.IPv6 {
 			kt = nftables.TypeIP6Addr
@@ -331,7 +352,7 @@ func (p *program) portMatch(ports []netpol.PortRange) []expr.Any {
 		return []expr.Any{dport(reg1),
 			&expr.Range{Op: expr.CmpOpEq, Register: reg1, FromData: be16(r.First), ToData: be16(r.Last)}}
 	}
-	s := p.set(fmt.Sprint("ports", ranges), func() *set {
+	s := p.set(contentKey("ports", 0, spanKeys(ranges)...), func() *set {
 		return &set{set: &nftables.Set{KeyType: nftables.TypeInetService, Interval: true}, elems: intervalElems(ranges)}
 	})
 	return []expr.Any{dport(reg1), &expr.Lookup{SourceRegister: reg1, SetName: s.set.Name, SetID: s.set.ID}}
@@ -345,7 +366,7 @@ func (p *program) icmpMatch(proto netpol.Protocol, types []uint8) []expr.Any {
 	if len(types) == 1 {
 		return []expr.Any{load, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{types[0]}}}
 	}
-	s := p.set(fmt.Sprint("icmp", proto, types), func() *set {
+	s := p.set(contentKey("icmp", byte(proto), types), func() *set {
 		kt := nftables.TypeICMPType
 		if proto == netpol.ProtoICMPv6 {
 			kt = nftables.TypeICMP6Type
@@ -383,7 +404,7 @@ func (p *program) addrPortSet(f netpol.Family, proto netpol.Protocol, aps []netp
 	}
 	slices.SortFunc(keys, func(a, b []byte) int { return strings.Compare(string(a), string(b)) })
 	keys = slices.CompactFunc(keys, func(a, b []byte) bool { return string(a) == string(b) })
-	return p.set(fmt.Sprint("addrport", f, keys), func() *set {
+	return p.set(contentKey("addrport", byte(proto)<<2|byte(f), keys...), func() *set {
 		addr := nftables.TypeIPAddr
 		if f == netpol.IPv6 {
 			addr = nftables.TypeIP6Addr

@@ -87,3 +87,27 @@ func TestBuildSharesSetsAndNeverUsesTheGlobalSetID(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, prog.rules, 1+2+1+1, "marker, two dispatches, net2's two rules, none for net1's")
 }
+
+// BenchmarkBuild is Apply's user-space part at the address cap: the
+// translation and the batch's encoding, no kernel.
+func BenchmarkBuild(b *testing.B) {
+	var prefixes []netip.Prefix
+	a := netip.MustParseAddr("10.128.0.0")
+	for i := 0; i < 16384; i++ {
+		prefixes = append(prefixes, netip.PrefixFrom(a, 32))
+		a = a.Next().Next()
+	}
+	rs := netpol.Ruleset{Digest: "b", Chains: []netpol.Chain{{IfName: "net1", Direction: netpol.Ingress, Rules: []netpol.Rule{
+		{Family: netpol.IPv4, Addrs: prefixes, Protocol: netpol.ProtoTCP, Ports: []netpol.PortRange{{First: 80, Last: 80}}, Verdict: netpol.Accept},
+		{Verdict: netpol.Drop}}}}}
+	for b.Loop() {
+		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, _ := nftables.New(nftables.WithTestDial(nil))
+		if err := prog.write(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func spanLast(s span) uint32 {
 // interval set refuses overlaps, and sorted input keeps the batch stable.
 func mergeSpans(in []span) []span {
 	slices.SortFunc(in, func(a, b span) int { return bytes.Compare(a.lo, b.lo) })
-	var out []span
+	out := make([]span, 0, len(in))
 	for _, s := range in {
 		if n := len(out); n > 0 {
 			cur := &out[n-1]
