@@ -6,6 +6,8 @@ package nft_test
 
 import (
 	"context"
+	"fmt"
+	"time"
 	"net/netip"
 	"os"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/netpol"
@@ -100,6 +103,38 @@ func link(tb testing.TB, a ns.NetNS, ifA string, addrsA []string, b ns.NetNS, if
 	}
 	up(a, ifA, addrsA)
 	up(b, ifB, addrsB)
+	ready(tb, a, ifA)
+	ready(tb, b, ifB)
+}
+
+// ready waits (bounded) until name has carrier and no tentative address:
+// the kernel sets carrier on a veth asynchronously (linkwatch), and IPv6
+// addresses stay tentative until then, even without DAD.
+func ready(tb testing.TB, n ns.NetNS, name string) {
+	tb.Helper()
+	require.NoError(tb, n.Do(func(ns.NetNS) error {
+		for i := 0; ; i++ {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+			if err != nil {
+				return err
+			}
+			tentative := false
+			for _, a := range addrs {
+				tentative = tentative || a.Flags&unix.IFA_F_TENTATIVE != 0
+			}
+			if l.Attrs().OperState == netlink.OperUp && !tentative {
+				return nil
+			}
+			if i == 500 {
+				return fmt.Errorf("%s: no carrier or tentative addresses after 10s", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}))
 }
 
 // rules reads a chain of n's table back.
