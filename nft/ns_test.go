@@ -7,10 +7,10 @@ package nft_test
 import (
 	"context"
 	"fmt"
-	"time"
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
