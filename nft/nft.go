@@ -130,10 +130,11 @@ func raiseBufs(c *netlink.Conn) error {
 	return c.SetWriteBuffer(sockBuf)
 }
 
-// withConn runs fn with a socket in the verified namespace.
-func (p *Programmer) withConn(ctx context.Context, ns netns.Netns, fn func(*nftables.Conn) error) error {
+// withConn runs fn with a socket in the verified namespace; every error
+// names the path, and fn's also what was being done (op).
+func (p *Programmer) withConn(ctx context.Context, ns netns.Netns, op string, fn func(*nftables.Conn) error) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("netns %s: %s table inet %s: %w", ns.Path, op, TableName, err)
 	}
 	f, err := p.open(ns)
 	if err != nil {
@@ -145,7 +146,10 @@ func (p *Programmer) withConn(ctx context.Context, ns netns.Netns, fn func(*nfta
 		return fmt.Errorf("netns %s: netlink: %w", ns.Path, err)
 	}
 	defer func() { _ = c.CloseLasting() }()
-	return fn(c)
+	if err := fn(c); err != nil {
+		return fmt.Errorf("netns %s: %s table inet %s: %w", ns.Path, op, TableName, err)
+	}
+	return nil
 }
 
 // Apply makes the namespace's table what rs says, in one transaction. An
@@ -160,7 +164,7 @@ func (p *Programmer) Apply(ctx context.Context, ns netns.Netns, rs netpol.Rulese
 		return fmt.Errorf("netns %s: %w", ns.Path, err)
 	}
 	for try := 0; ; try++ {
-		err := p.withConn(ctx, ns, func(c *nftables.Conn) error {
+		err := p.withConn(ctx, ns, "programming", func(c *nftables.Conn) error {
 			if err := prog.write(c); err != nil {
 				return err
 			}
@@ -170,14 +174,14 @@ func (p *Programmer) Apply(ctx context.Context, ns netns.Netns, rs netpol.Rulese
 			return nil
 		}
 		if !errors.Is(err, syscall.ENOBUFS) {
-			return fmt.Errorf("netns %s: programming table inet %s: %w", ns.Path, TableName, err)
+			return err
 		}
 		// Replies were lost, not necessarily the batch: ask the kernel.
 		if got, derr := p.Digest(ctx, ns); derr == nil && got == rs.Digest {
 			return nil
 		}
 		if try == 1 {
-			return fmt.Errorf("netns %s: programming table inet %s: %w (twice)", ns.Path, TableName, err)
+			return fmt.Errorf("%w (twice; the marker does not show the new digest)", err)
 		}
 	}
 }
@@ -229,7 +233,7 @@ func exists(c *nftables.Conn) (bool, error) {
 // when there is no table, ErrNoMarker when the table has none.
 func (p *Programmer) Digest(ctx context.Context, ns netns.Netns) (string, error) {
 	var digest string
-	err := p.withConn(ctx, ns, func(c *nftables.Conn) error {
+	err := p.withConn(ctx, ns, "reading", func(c *nftables.Conn) error {
 		// A netlink dump is no snapshot: one that races a replacement can
 		// miss the marker (seen in TestReplaceIsAtomic). A table really
 		// without one stays so: a few reads tell the two apart.
@@ -242,7 +246,7 @@ func (p *Programmer) Digest(ctx context.Context, ns netns.Netns) (string, error)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("netns %s: reading table inet %s: %w", ns.Path, TableName, err)
+		return "", err
 	}
 	return digest, nil
 }
@@ -274,7 +278,7 @@ func marker(c *nftables.Conn) (string, error) {
 // Delete removes the table if the namespace has it; with none it writes
 // nothing.
 func (p *Programmer) Delete(ctx context.Context, ns netns.Netns) error {
-	err := p.withConn(ctx, ns, func(c *nftables.Conn) error {
+	return p.withConn(ctx, ns, "deleting", func(c *nftables.Conn) error {
 		ok, err := exists(c)
 		if err != nil || !ok {
 			return err
@@ -284,8 +288,4 @@ func (p *Programmer) Delete(ctx context.Context, ns netns.Netns) error {
 		c.DelTable(t)
 		return p.flush(c)
 	})
-	if err != nil {
-		return fmt.Errorf("netns %s: deleting table inet %s: %w", ns.Path, TableName, err)
-	}
-	return nil
 }
