@@ -89,8 +89,9 @@ soak: ## 500 pod cycles vs real containerd with nri-cni killed 20x and container
 	$(GO) run ./test/soak $(SOAK_ARGS)
 
 bench: ## Overhead vs the raw CNI chain, as ratios (root): engine, NRI, real containerd, CRI-O, scale, hook, kubelet. Table + bin/bench.json.
-	$(call install_tools,$(TOOLS_K8S))
+	$(call install_tools,$(TOOLS_K8S) nft)
 	$(GO) test -run xxx -bench . -benchtime 300x ./state/ ./kube/dra/
+	$(GO) test -run xxx -bench 'Apply' -benchtime 200x ./nft/
 	$(GO) test -run xxx -bench 'Storm100' -benchtime 5x ./kube/podresources/ ./attach/
 	$(GO) test -run xxx -bench 'CreateContainerThroughNRI' -benchtime 3000x ./hook/nri/
 	$(GO) run ./test/bench -out bin/bench.json $(BENCH_ARGS)

@@ -10,7 +10,9 @@ require (
 	github.com/cyphar/filepath-securejoin v0.6.1
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/nftables v0.3.0
 	github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
+	github.com/mdlayher/netlink v1.11.2
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/client_golang v1.25.0
@@ -26,7 +28,14 @@ require (
 	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	sigs.k8s.io/knftables v0.0.22
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/mdlayher/socket v0.6.1 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )
 
 require (

@@ -46,6 +46,7 @@ var allowedImports = map[string][]string{
 	"apis/v1alpha1":     nil,
 	"loop":              nil,
 	"cni":               {"hostroot"},
+	"nft":               {"netpol/ir", "netns"},
 	"deviceinfo":        {"hostroot"},
 	"hostroot":          nil,
 	"netns":             nil, "state": nil, "config": nil, "metrics": nil, "deploy/node": nil,

@@ -19,6 +19,8 @@
 #   k8s-apiserver  a second kube-apiserver alone, K8S_APISERVER_VERSION (v1.34.4: the
 #            admission tests of the oldest supported Kubernetes; install-k8s.sh apiserver)
 #   helm     helm (the chart tests)
+#   nft      Debian's nftables (the nft binary): make bench only, for the knftables
+#            arm of BenchmarkApply (./nft/); nri-cni itself never runs nft
 # and sets of them:
 #   demo     apt cni runtime                 (make demo; what the Go harness's containerd needs)
 #   demo-k8s demo + k8s                      (make demo-k8s)
@@ -82,6 +84,11 @@ install_helm() {
 	echo "HELM_BIN_DIR=$(local_link "$name")"
 }
 
+# nft: bench-only; nri-cni programs nftables over netlink and needs no binary.
+install_nft() {
+	apt_install nftables
+}
+
 install_apt() {
 	apt_install "${APT_PACKAGES[@]}"
 }
@@ -96,6 +103,7 @@ describe() {
 	k8s) echo "Kubernetes $K8S_VERSION (with etcd $ETCD_VERSION, crictl $CRICTL_VERSION, runc with seccomp)" ;;
 	k8s-apiserver) echo "kube-apiserver $K8S_APISERVER_VERSION" ;;
 	helm) echo "helm $HELM_VERSION" ;;
+	nft) echo "Debian's nftables (bench only)" ;;
 	esac
 }
 
@@ -108,9 +116,9 @@ expand() {
 		demo) a="apt cni runtime" ;;
 		demo-k8s) a="apt cni runtime k8s" ;;
 		all) a="apt cni runtime crio k8s k8s-apiserver helm" ;;
-		apt | cni | runtime | crio | k8s | k8s-apiserver | helm) ;;
+		apt | cni | runtime | crio | k8s | k8s-apiserver | helm | nft) ;;
 		*)
-			echo "usage: $0 [--for WHAT] [apt|cni|runtime|crio|k8s|k8s-apiserver|helm|demo|demo-k8s|all]..." >&2
+			echo "usage: $0 [--for WHAT] [apt|cni|runtime|crio|k8s|k8s-apiserver|helm|nft|demo|demo-k8s|all]..." >&2
 			return 2
 			;;
 		esac
@@ -132,7 +140,7 @@ main() {
 	mkdir -p "$TOOLS_DIR"
 	if [[ -n $why ]]; then
 		# Said in the order a reader cares about, not the install order.
-		for c in runtime cni crio k8s k8s-apiserver helm apt; do
+		for c in runtime cni crio k8s k8s-apiserver helm nft apt; do
 			if [[ " $comps " == *" $c "* ]]; then what+=("$(describe "$c")"); fi
 		done
 		local line=${what[0]} i
@@ -149,6 +157,7 @@ main() {
 		k8s) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-k8s.sh" all ;;
 		k8s-apiserver) LOG_PREFIX=install bash "$REPO_DIR/test/tools/install-k8s.sh" apiserver ;;
 		helm) install_helm ;;
+		nft) install_nft ;;
 		esac
 	done
 }

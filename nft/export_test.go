@@ -1,0 +1,4 @@
+package nft
+
+// WithFlush replaces Conn.Flush: the ENOBUFS tests.
+var WithFlush = withFlush
