@@ -258,8 +258,14 @@ type CRDVersion struct {
 // here uses.
 type Schema struct {
 	Description string            `json:"description,omitempty"`
-	Type        string            `json:"type"`
+	Type        string            `json:"type,omitempty"`
 	Properties  map[string]Schema `json:"properties,omitempty"`
 	Required    []string          `json:"required,omitempty"`
 	MaxLength   *int64            `json:"maxLength,omitempty"`
+	// The rest is the MultiNetworkPolicy CRD's (networking/v1's types).
+	Format               string   `json:"format,omitempty"`
+	Items                *Schema  `json:"items,omitempty"`
+	AdditionalProperties *Schema  `json:"additionalProperties,omitempty"`
+	AnyOf                []Schema `json:"anyOf,omitempty"`
+	IntOrString          bool     `json:"x-kubernetes-int-or-string,omitempty"`
 }
