@@ -189,6 +189,11 @@ func TestMNPAdmissionPolicy(t *testing.T) {
 		assert.Equal(t, want, got, "variable %s is kubernetes.multiNetworkPolicy.limits' default", name)
 	}
 	assert.Contains(t, Variable(p.Spec.Variables, "policyFor"), "'"+netpol.PolicyForAnnotation+"'")
+	ours, err := os.ReadFile(filepath.Join(RepoRoot(), MNPDir, "policy.yaml"))
+	require.NoError(t, err)
+	chart, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy/helm/nri-cni/files/multinetworkpolicy-policy.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, string(ours), string(chart), "the chart's files/ copy is deploy/multinetworkpolicy's policy.yaml")
 	for i, v := range p.Spec.Validations {
 		assert.True(t, v.Message != "" || v.MessageExpression != "", "validation %d says what is wrong", i)
 		require.NotNil(t, v.Reason, "validation %d", i)
