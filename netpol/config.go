@@ -7,6 +7,12 @@ import (
 	"github.com/nri-cni/nri-cni/config"
 )
 
+// The values of kubernetes.multiNetworkPolicy.allow's direction and protocol.
+var (
+	configDirections = map[string]Direction{"ingress": Ingress, "egress": Egress}
+	configProtocols  = map[string]Protocol{"": ProtoAny, "TCP": ProtoTCP, "UDP": ProtoUDP, "SCTP": ProtoSCTP}
+)
+
 // OptionsFromConfig converts nri.conf's kubernetes.multiNetworkPolicy
 // (validated by config.Parse) into the renderer's Options; nil gives the
 // defaults. It lives here, not in config: config is the bottom layer and
@@ -32,27 +38,15 @@ func OptionsFromConfig(c *config.MultiNetworkPolicyConfig) (Options, error) {
 	o.AcceptICMP, o.AcceptICMPv6 = c.AcceptICMP, c.AcceptICMPv6
 	for i, a := range c.Allow {
 		key := fmt.Sprintf("kubernetes.multiNetworkPolicy.allow[%d]", i)
-		var out Allow
-		switch a.Direction {
-		case "ingress":
-			out.Direction = Ingress
-		case "egress":
-			out.Direction = Egress
-		default:
+		dir, ok := configDirections[a.Direction]
+		if !ok {
 			return Options{}, fmt.Errorf("%s.direction: %q: want ingress or egress", key, a.Direction)
 		}
-		switch a.Protocol {
-		case "":
-			out.Protocol = ProtoAny
-		case "TCP":
-			out.Protocol = ProtoTCP
-		case "UDP":
-			out.Protocol = ProtoUDP
-		case "SCTP":
-			out.Protocol = ProtoSCTP
-		default:
+		proto, ok := configProtocols[a.Protocol]
+		if !ok {
 			return Options{}, fmt.Errorf("%s.protocol: %q: want TCP, UDP, SCTP or empty", key, a.Protocol)
 		}
+		out := Allow{Direction: dir, Protocol: proto}
 		for j, p := range a.Ports {
 			first, last, err := p.Range()
 			if err != nil {

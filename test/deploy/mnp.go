@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -74,22 +73,8 @@ func LoadMNP(repoRoot string) (*MNP, error) {
 		"rbac.yaml":   {&m.ClusterRole, &m.ClusterRoleBinding},
 		"policy.yaml": {&m.Policy, &m.PolicyBinding},
 	} {
-		path := filepath.Join(m.Dir, file)
-		data, err := os.ReadFile(path)
-		if err != nil {
+		if err := DecodeDocuments(filepath.Join(m.Dir, file), dst...); err != nil {
 			return nil, err
-		}
-		docs, err := documents(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(docs) != len(dst) {
-			return nil, fmt.Errorf("%s: %d documents, want %d", path, len(docs), len(dst))
-		}
-		for i, doc := range docs {
-			if err := DecodeStrictBytes(doc, dst[i]); err != nil {
-				return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
-			}
 		}
 	}
 	if len(m.Kustomization.Patches) != 1 {
