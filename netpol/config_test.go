@@ -32,7 +32,7 @@ func TestOptionsFromConfig(t *testing.T) {
 			Options{AcceptICMP: true, AcceptICMPv6: true,
 				Limits: func() Limits { l := DefaultLimits(); l.MaxRulesPerPod, l.RenderBudget = 9, 5; return l }(),
 				Allow: []Allow{
-					{Direction: Ingress, Protocol: ProtoUDP, Ports: []PortRange{{546, 546}, {6000, 6900}},
+					{Direction: Ingress, Protocol: ProtoUDP, Ports: []PortRange{{First: 546, Last: 546}, {First: 6000, Last: 6900}},
 						CIDRs: []netip.Prefix{netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("10.0.0.0/8")}},
 					{Direction: Egress, Protocol: ProtoSCTP},
 					{Direction: Egress, Protocol: ProtoAny},
