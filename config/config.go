@@ -239,7 +239,7 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, keyed(err))
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, keyed(err, data))
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -401,19 +401,17 @@ func (c *Config) Ifname(i int) string {
 	return fmt.Sprintf("%s%d", c.IfnamePrefix, i+1)
 }
 
-// durationKeys are the keys of type Duration. encoding/json does not name the
-// field when a custom unmarshaler fails, so keyed adds it.
-var durationKeys = []string{"cniTimeout"}
-
-// keyed makes a decode error name its key where encoding/json does not.
-func keyed(err error) error {
+// keyed makes a decode error name its key where encoding/json does not:
+// when a custom unmarshaler (Duration, PortSpec) fails, encoding/json does
+// not name the field, so the key is found by decoding data's values of
+// those types one by one (unmarshalerKey).
+func keyed(err error, data []byte) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return fmt.Errorf("%s: %w", te.Field, err)
 	}
-	var de *durationError
-	if errors.As(err, &de) {
-		return fmt.Errorf("%s: %w", strings.Join(durationKeys, "/"), err)
+	if key := unmarshalerKey(data, &Config{}); key != "" {
+		return fmt.Errorf("%s: %w", key, err)
 	}
 	return err
 }

@@ -150,3 +150,69 @@ func lookupField(fields []jsonField, key string) (jsonField, bool) {
 	}
 	return jsonField{}, false
 }
+
+// unmarshalerKey returns the key of the first value of data (in sorted key
+// order) that a custom unmarshaler of into's type refuses, or "".
+func unmarshalerKey(data []byte, into any) string {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return ""
+	}
+	var doc any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return ""
+	}
+	return refusedKey(doc, reflect.TypeOf(into), "")
+}
+
+func refusedKey(v any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+			return strings.TrimSuffix(path, ".")
+		}
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, _ := v.(map[string]any)
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(obj) {
+			if f, ok := lookupField(fields, k); ok {
+				if key := refusedKey(obj[k], f.typ, path+k+"."); key != "" {
+					return key
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		list, _ := v.([]any)
+		for i, e := range list {
+			if key := refusedKey(e, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); key != "" {
+				return key
+			}
+		}
+	case reflect.Map:
+		obj, _ := v.(map[string]any)
+		for _, k := range sortedKeys(obj) {
+			if key := refusedKey(obj[k], t.Elem(), path+k+"."); key != "" {
+				return key
+			}
+		}
+	}
+	return ""
+}
+
+func sortedKeys(obj map[string]any) []string {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -66,6 +66,9 @@ type KubernetesConfig struct {
 	// there and each device-backed attachment's is written; empty:
 	// DefaultDeviceInfoDir.
 	DeviceInfoDir string `json:"deviceInfoDir"`
+	// MultiNetworkPolicy is MultiNetworkPolicy enforcement
+	// (multinetworkpolicy.go); nil: off.
+	MultiNetworkPolicy *MultiNetworkPolicyConfig `json:"multiNetworkPolicy"`
 }
 
 // Defaults of the device keys.
@@ -215,6 +218,9 @@ func (k *KubernetesConfig) validate() error {
 		return bad("defaultNetworkName", "%q is not a valid network name", n)
 	}
 	if err := k.DRA.validate(); err != nil {
+		return err
+	}
+	if err := k.MultiNetworkPolicy.validate(); err != nil {
 		return err
 	}
 	return k.validateNAD()

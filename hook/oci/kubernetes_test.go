@@ -29,6 +29,12 @@ func TestOCIHookRefusesAKubernetesSection(t *testing.T) {
 		assert.Contains(t, err.Error(), "container c2")
 		assert.Contains(t, err.Error(), "kubernetes section")
 	}
+	// kubernetes.multiNetworkPolicy is part of the section: refused alike.
+	f.Reconfigure(func(c *config.Config) {
+		c.Kubernetes = &config.KubernetesConfig{MultiNetworkPolicy: &config.MultiNetworkPolicyConfig{Enabled: true}}
+	})
+	err := runHook(t, f, StageCreateRuntime, specs.State{ID: "c3", Pid: 79, Bundle: b, Status: specs.StateCreating})
+	require.ErrorIs(t, err, ErrKubernetesSection)
 	f.Netns.Kill("/fake/netns/77")
 	require.NoError(t, runHook(t, f, StagePoststop, specs.State{ID: "c1", Bundle: b}))
 	assert.Equal(t, []string{"ADD alpha net1", "DEL alpha net1"}, f.Cmds(), "c1 detached, c2 never attached")

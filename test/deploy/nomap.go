@@ -47,29 +47,38 @@ func LoadNoMAP(repoRoot string) (*NoMAP, error) {
 	if err := DecodeStrict(filepath.Join(n.Dir, "kustomization.yaml"), &n.Kustomization); err != nil {
 		return nil, err
 	}
-	for file, dst := range map[string][2]any{
+	for file, dst := range map[string][]any{
 		NoMAPRequiredFile: {&n.Required, &n.RequiredBinding},
 		NoMAPClaimsFile:   {&n.Claims, &n.ClaimsBinding},
 	} {
-		path := filepath.Join(n.Dir, file)
-		data, err := os.ReadFile(path)
-		if err != nil {
+		if err := DecodeDocuments(filepath.Join(n.Dir, file), dst...); err != nil {
 			return nil, err
-		}
-		docs, err := documents(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(docs) != 2 {
-			return nil, fmt.Errorf("%s: %d documents, want the policy and its binding", path, len(docs))
-		}
-		for i, doc := range docs {
-			if err := DecodeStrictBytes(doc, dst[i]); err != nil {
-				return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
-			}
 		}
 	}
 	return n, nil
+}
+
+// DecodeDocuments decodes the documents of the YAML file at path strictly,
+// one into each of dst, in order; a different number of documents is an
+// error.
+func DecodeDocuments(path string, dst ...any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	docs, err := documents(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(docs) != len(dst) {
+		return fmt.Errorf("%s: %d documents, want %d", path, len(docs), len(dst))
+	}
+	for i, doc := range docs {
+		if err := DecodeStrictBytes(doc, dst[i]); err != nil {
+			return fmt.Errorf("%s: document %d: %w", path, i, err)
+		}
+	}
+	return nil
 }
 
 // documents splits a YAML stream into its documents that are not only

@@ -64,9 +64,22 @@ type Objects struct {
 	// cluster serves MutatingAdmissionPolicy).
 	ClaimNamespacePolicy        admissionv1.MutatingAdmissionPolicy
 	ClaimNamespacePolicyBinding admissionv1.MutatingAdmissionPolicyBinding
+	// MNPCRD (the chart's crds/multi-networkpolicies.yaml) and MNPPolicy with
+	// its binding (MNPSuffix, rendered with kubernetes.multiNetworkPolicy
+	// on): decoded when present, not required.
+	MNPCRD           CRD
+	MNPPolicy        admissionv1.ValidatingAdmissionPolicy
+	MNPPolicyBinding admissionv1.ValidatingAdmissionPolicyBinding
 
 	seen map[string]bool // slots decoded
 }
+
+// MNPSuffix names the MultiNetworkPolicy admission policy
+// (nri-cni-multinetworkpolicy) and its binding; MNPCRDName is the CRD's name.
+const (
+	MNPSuffix  = "multinetworkpolicy"
+	MNPCRDName = "multi-networkpolicies.k8s.cni.cncf.io"
+)
 
 // ClaimNamespacesSuffix names the claim namespace policy
 // (nri-cni-dra-claim-namespaces) and its binding.
@@ -92,11 +105,14 @@ func slot(kind, name string) string {
 	if (kind == "MutatingAdmissionPolicy" || kind == "MutatingAdmissionPolicyBinding") && strings.HasSuffix(name, "-"+ClaimNamespacesSuffix) {
 		return kind + "/" + ClaimNamespacesSuffix
 	}
+	if kind == "CustomResourceDefinition" && name == MNPCRDName {
+		return kind + "/" + MNPSuffix
+	}
 	if kind == "ConfigMap" && strings.HasSuffix(name, "-"+ClassPolicySuffix) {
 		return kind + "/" + ClassPolicySuffix
 	}
 	if kind == "ValidatingAdmissionPolicy" || kind == "ValidatingAdmissionPolicyBinding" {
-		for _, suffix := range []string{NADPolicySuffix, SlicePolicySuffix, ClaimPolicySuffix, ClassPolicySuffix} {
+		for _, suffix := range []string{NADPolicySuffix, SlicePolicySuffix, ClaimPolicySuffix, ClassPolicySuffix, MNPSuffix} {
 			if strings.HasSuffix(name, "-"+suffix) {
 				return kind + "/" + suffix
 			}
@@ -148,6 +164,9 @@ func (o *Objects) Decode(source string, data []byte) error {
 	targets := o.targets()
 	targets["MutatingAdmissionPolicy/"+ClaimNamespacesSuffix] = &o.ClaimNamespacePolicy
 	targets["MutatingAdmissionPolicyBinding/"+ClaimNamespacesSuffix] = &o.ClaimNamespacePolicyBinding
+	targets["CustomResourceDefinition/"+MNPSuffix] = &o.MNPCRD
+	targets["ValidatingAdmissionPolicy/"+MNPSuffix] = &o.MNPPolicy
+	targets["ValidatingAdmissionPolicyBinding/"+MNPSuffix] = &o.MNPPolicyBinding
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 0; ; i++ {
 		doc, err := r.Read()
@@ -258,8 +277,14 @@ type CRDVersion struct {
 // here uses.
 type Schema struct {
 	Description string            `json:"description,omitempty"`
-	Type        string            `json:"type"`
+	Type        string            `json:"type,omitempty"`
 	Properties  map[string]Schema `json:"properties,omitempty"`
 	Required    []string          `json:"required,omitempty"`
 	MaxLength   *int64            `json:"maxLength,omitempty"`
+	// The rest is the MultiNetworkPolicy CRD's (networking/v1's types).
+	Format               string   `json:"format,omitempty"`
+	Items                *Schema  `json:"items,omitempty"`
+	AdditionalProperties *Schema  `json:"additionalProperties,omitempty"`
+	AnyOf                []Schema `json:"anyOf,omitempty"`
+	IntOrString          bool     `json:"x-kubernetes-int-or-string,omitempty"`
 }

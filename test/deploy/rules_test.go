@@ -38,7 +38,7 @@ var allowedImports = map[string][]string{
 	"kube/dradevice":    {"deviceinfo", "hostroot"},
 	"kube/podresources": {"hostroot"},
 	"nadpolicy":         {"config"},
-	"netpol":            {"netpol/ir"},
+	"netpol":            {"netpol/ir", "config"}, // config: OptionsFromConfig
 	"netpol/ir":         nil,
 	"netpol/eval":       {"netpol"},
 	"migrate":           {"plan", "cni", "config", "nadpolicy"},

@@ -34,6 +34,10 @@ func TestCLI(t *testing.T) {
 	if err := os.WriteFile(kube, []byte("stateDir: "+filepath.Join(dir, "state")+"\nkubernetes: {nodeName: n1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	mnp := filepath.Join(dir, "mnp.conf")
+	if err := os.WriteFile(mnp, []byte("stateDir: "+filepath.Join(dir, "state")+"\nkubernetes: {multiNetworkPolicy: {enabled: true}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	badVal := filepath.Join(dir, "badval.conf")
 	if err := os.WriteFile(badVal, []byte("cniTimeout: soon\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -49,6 +53,7 @@ func TestCLI(t *testing.T) {
 		{"version says the build", []string{"version"}, 0, "(no Kubernetes mode (nri-cni-k8s has it))", nil},
 		// This build links no API client: Kubernetes mode is nri-cni-k8s.
 		{"kubernetes section", []string{"run", "--config", kube}, 1, "", []string{"no Kubernetes mode", "nri-cni-k8s"}},
+		{"kubernetes.multiNetworkPolicy", []string{"run", "--config", mnp}, 1, "", []string{"no Kubernetes mode", "nri-cni-k8s"}},
 		{"no args, not pre-launched", nil, 2, "", []string{"usage:"}},
 		{"unknown command", []string{"frobnicate"}, 2, "", []string{`unknown command "frobnicate"`}},
 		{"missing config", []string{"run", "--config", filepath.Join(dir, "nope.conf")}, 1, "", []string{"nope.conf", "no such file"}},

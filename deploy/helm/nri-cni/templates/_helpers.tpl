@@ -32,6 +32,12 @@ contains the chart name (helm install nri-cni ...), else release-chart. */}}
 {{- end -}}
 
 {{/* The kubelet's root directory, for the DRA driver's mounts. */}}
+{{/* "true" when MultiNetworkPolicy is enforced (Kubernetes mode and
+kubernetes.multiNetworkPolicy.enabled). */}}
+{{- define "nri-cni.mnpOn" -}}
+{{- and .Values.kubernetes.enabled (.Values.kubernetes.multiNetworkPolicy | default dict).enabled | toString -}}
+{{- end -}}
+
 {{- define "nri-cni.kubeletDir" -}}
 {{- (.Values.kubernetes.dra | default dict).kubeletDir | default "/var/lib/kubelet" | trimSuffix "/" -}}
 {{- end -}}
@@ -162,6 +168,10 @@ image instead (binDirs then through the cniBin mount). */ -}}
 {{- $dra := deepCopy .Values.kubernetes.dra -}}
 {{- $_ = set $dra "kubeletDir" (include "nri-cni.kubeletDir" .) -}}
 {{- $_ = set $k "dra" $dra -}}
+{{- end -}}
+{{- if eq (include "nri-cni.mnpOn" .) "true" -}}
+{{- /* every key but the chart's own (admissionMode) */ -}}
+{{- $_ = set $k "multiNetworkPolicy" (omit .Values.kubernetes.multiNetworkPolicy "admissionMode") -}}
 {{- end -}}
 {{- $_ = set $conf "kubernetes" $k -}}
 {{- end -}}
