@@ -48,10 +48,14 @@ type fakeObserver struct {
 	dropped      int
 }
 
-func (o *fakeObserver) ObserveMNPPropagation(time.Duration) { o.mu.Lock(); o.propagations++; o.mu.Unlock() }
-func (o *fakeObserver) SetMNPQueueDepth(n int)              { o.mu.Lock(); o.depth = n; o.mu.Unlock() }
-func (o *fakeObserver) SetMNPInvalidPolicies(n int)         { o.mu.Lock(); o.invalid = n; o.mu.Unlock() }
-func (o *fakeObserver) MNPEventDropped()                    { o.mu.Lock(); o.dropped++; o.mu.Unlock() }
+func (o *fakeObserver) ObserveMNPPropagation(time.Duration) {
+	o.mu.Lock()
+	o.propagations++
+	o.mu.Unlock()
+}
+func (o *fakeObserver) SetMNPQueueDepth(n int)      { o.mu.Lock(); o.depth = n; o.mu.Unlock() }
+func (o *fakeObserver) SetMNPInvalidPolicies(n int) { o.mu.Lock(); o.invalid = n; o.mu.Unlock() }
+func (o *fakeObserver) MNPEventDropped()            { o.mu.Lock(); o.dropped++; o.mu.Unlock() }
 
 func quietLog() *logrus.Entry {
 	l := logrus.New()
