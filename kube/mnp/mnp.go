@@ -111,7 +111,7 @@ func (m *MNP) isLocal(id string) bool {
 // synced, every local sandbox is re-rendered (its deny-all table, if it
 // got one, gives way to its rules).
 func (m *MNP) Run(ctx context.Context) {
-	go m.src.run(ctx, m.core.Discovery(), m.o.DiscoveryRetry, m.o.Log, m.setSyncErr)
+	go m.src.run(ctx, discoveryOf(m.core.Discovery()), m.o.DiscoveryRetry, m.o.Log, m.setSyncErr)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), m.Synced) {
 			m.o.Log.Info("MultiNetworkPolicy caches synced")

@@ -76,9 +76,28 @@ func (r *restPolicies) Watch(ctx context.Context, o metav1.ListOptions) (watch.I
 	return r.c.Get().Resource(v1beta1.Resource).VersionedParams(&o, r.codec).Watch(ctx)
 }
 
+// resourceDiscovery is the part of discovery served asks.
+type resourceDiscovery interface {
+	ServerResourcesForGroupVersionWithContext(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// discoveryOf is d as a resourceDiscovery (client-go's and its fake are).
+func discoveryOf(d discovery.DiscoveryInterface) resourceDiscovery {
+	if rd, ok := d.(resourceDiscovery); ok {
+		return rd
+	}
+	return legacyDiscovery{d}
+}
+
+type legacyDiscovery struct{ d discovery.DiscoveryInterface }
+
+func (l legacyDiscovery) ServerResourcesForGroupVersionWithContext(_ context.Context, gv string) (*metav1.APIResourceList, error) {
+	return l.d.ServerResourcesForGroupVersion(gv)
+}
+
 // served checks discovery for the MultiNetworkPolicy resource.
-func served(d discovery.DiscoveryInterface) error {
-	list, err := d.ServerResourcesForGroupVersion(v1beta1.SchemeGroupVersion.String())
+func served(ctx context.Context, d resourceDiscovery) error {
+	list, err := d.ServerResourcesForGroupVersionWithContext(ctx, v1beta1.SchemeGroupVersion.String())
 	if apierrors.IsNotFound(err) {
 		return ErrCRDNotServed
 	}
@@ -171,12 +190,12 @@ func asNamespace(obj any) *netpol.Namespace {
 // run starts the watches: the namespaces and pods at once, the policies
 // once discovery says the resource is served (checked again every
 // retry, logging why not, until ctx ends).
-func (s *sources) run(ctx context.Context, d discovery.DiscoveryInterface, retry time.Duration, log *logrus.Entry,
+func (s *sources) run(ctx context.Context, d resourceDiscovery, retry time.Duration, log *logrus.Entry,
 	notServed func(error)) {
 	go s.namespaces.RunWithContext(ctx)
 	go s.pods.RunWithContext(ctx)
 	for {
-		err := served(d)
+		err := served(ctx, d)
 		notServed(err)
 		if err == nil {
 			break
