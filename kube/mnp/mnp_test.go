@@ -33,7 +33,9 @@ func (f *fakePolicies) List(context.Context, metav1.ListOptions) (*v1beta1.Multi
 	return &v1beta1.MultiNetworkPolicyList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f.items}, nil
 }
 
-func (f *fakePolicies) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) { return f.w, nil }
+func (f *fakePolicies) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return f.w, nil
+}
 
 // IsWatchListSemanticsUnSupported: plain list+watch, as fake clientsets.
 func (f *fakePolicies) IsWatchListSemanticsUnSupported() bool { return true }
