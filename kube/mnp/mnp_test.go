@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	v1beta1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
+	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/netpol"
 )
 
@@ -143,3 +144,6 @@ func TestMNPNotServed(t *testing.T) {
 		t.Errorf("WaitForSync: %v", err)
 	}
 }
+
+// The metrics package is the Observer the binary hands in.
+var _ Observer = (*metrics.Metrics)(nil)
