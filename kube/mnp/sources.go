@@ -194,13 +194,17 @@ func (s *sources) run(ctx context.Context, d resourceDiscovery, retry time.Durat
 	notServed func(error)) {
 	go s.namespaces.RunWithContext(ctx)
 	go s.pods.RunWithContext(ctx)
+	said := ""
 	for {
 		err := served(ctx, d)
 		notServed(err)
 		if err == nil {
 			break
 		}
-		log.WithError(err).Warn("MultiNetworkPolicy enforcement not synced: every local pod's covered interfaces stay deny-all")
+		if err.Error() != said { // once per distinct reason, not every retry
+			said = err.Error()
+			log.WithError(err).Warn("MultiNetworkPolicy enforcement not synced: every local pod's covered interfaces stay deny-all")
+		}
 		select {
 		case <-ctx.Done():
 			return
