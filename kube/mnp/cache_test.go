@@ -151,16 +151,18 @@ func TestAffected(t *testing.T) {
 
 func TestSnapshot(t *testing.T) {
 	c, _ := setup(t)
-	c.policiesSynced = func() bool { return true }
+	policiesSynced := false
+	c.policiesSynced = func() bool { return policiesSynced }
 	c.namespacesSynced = func() bool { return true }
+	c.resetPods(nil) // the pods' first list: nothing
 	s1 := c.Snapshot()
 	if s1.Synced() {
-		t.Fatal("synced before the pods' first list")
+		t.Fatal("synced before the policies' first list")
 	}
 	if c.Snapshot() != s1 {
 		t.Error("nothing changed, yet a new snapshot")
 	}
-	c.resetPods(nil) // the pods' first list: nothing
+	policiesSynced = true // nothing else changes
 	s2 := c.Snapshot()
 	if !s2.Synced() || s2.Version() == s1.Version() {
 		t.Fatalf("after sync: synced %v, version %d → %d", s2.Synced(), s1.Version(), s2.Version())
