@@ -80,7 +80,7 @@ func New(core kubernetes.Interface, pc PolicyClient, o Options) *MNP {
 		o.Log = logrus.NewEntry(l)
 	}
 	m := &MNP{Cache: newCache(o.Node, o.Limits), core: core, o: o, rep: newReporter(o.Node, o.Recorder, o.Observer)}
-	m.queue = newDirtyQueue(o.Applier, o.Quarantiner, o.Observer, o.Log, o.PropagationDelay, o.ApplyTimeout, o.Workers, m.isLocal)
+	m.queue = newDirtyQueue(o.Applier, o.Quarantiner, o.Observer, o.Log, o.PropagationDelay, o.ApplyTimeout, o.Workers, m.isLocal, nil)
 	m.dirty = m.queue.mark
 	m.src = newSources(m.Cache, core, pc, m.policyEvent)
 	return m

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nri-cni/nri-cni/attach"
 )
@@ -65,23 +67,32 @@ func quietLog() *logrus.Entry {
 
 // testQueue: no propagation delay and no waits between tries, so next()
 // is driven one take at a time.
-func testQueue(f *fakeApplier, o *fakeObserver, delay time.Duration) *dirtyQueue {
-	d := newDirtyQueue(f, f, o, quietLog(), delay, time.Second, 1, func(string) bool { return true })
+func testQueue(f *fakeApplier, o *fakeObserver, delay time.Duration, clk clock.WithTicker) *dirtyQueue {
+	d := newDirtyQueue(f, f, o, quietLog(), delay, time.Second, 1, func(string) bool { return true }, clk)
 	d.retries = make([]time.Duration, len(retries))
 	return d
 }
 
+// Marks of one sandbox within the propagation delay of the first are one
+// apply, taken when the first mark's delay has passed (a fake clock).
 func TestQueueCoalesces(t *testing.T) {
 	f := &fakeApplier{}
 	o := &fakeObserver{}
-	d := testQueue(f, o, 20*time.Millisecond)
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	d := testQueue(f, o, 100*time.Millisecond, clk)
 	defer d.q.ShutDown()
-	for range 3 {
-		d.mark(map[string]string{"a": "ns1"})
+	d.mark(map[string]string{"a": "ns1"})
+	clk.Step(50 * time.Millisecond)
+	d.mark(map[string]string{"a": "ns1"})
+	d.mark(map[string]string{"a": "ns1"})
+	if n := d.q.Len(); n != 0 {
+		t.Fatalf("%d ready before the delay passed", n)
 	}
+	clk.Step(50 * time.Millisecond) // a's first mark is due
+	d.mark(map[string]string{"b": "ns1"})
+	clk.Step(100 * time.Millisecond) // b due; a's later marks would be too
 	ctx := context.Background()
 	d.next(ctx)
-	d.mark(map[string]string{"b": "ns1"}) // ready after a's marks, if any were left
 	d.next(ctx)
 	if fmt.Sprint(f.calls) != "[a b]" {
 		t.Errorf("calls %v, want [a b]: three marks within the delay are one apply", f.calls)
@@ -93,7 +104,7 @@ func TestQueueCoalesces(t *testing.T) {
 
 func TestQueueRoundRobin(t *testing.T) {
 	f := &fakeApplier{}
-	d := testQueue(f, &fakeObserver{}, 0)
+	d := testQueue(f, &fakeObserver{}, 0, nil)
 	defer d.q.ShutDown()
 	for _, id := range []string{"a1", "a2", "a3"} {
 		d.mark(map[string]string{id: "busy-tenant"})
@@ -127,7 +138,7 @@ func TestQueueRetriesThenQuarantines(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeApplier{script: map[string][]error{"s": c.script}}
-			d := testQueue(f, &fakeObserver{}, 0)
+			d := testQueue(f, &fakeObserver{}, 0, nil)
 			defer d.q.ShutDown()
 			d.mark(map[string]string{"s": "ns"})
 			for range c.takes {
@@ -152,7 +163,7 @@ func TestQueueRetryWaits(t *testing.T) {
 
 func TestQueueDropsSandboxesGone(t *testing.T) {
 	f := &fakeApplier{}
-	d := newDirtyQueue(f, f, nil, quietLog(), 0, time.Second, 1, func(id string) bool { return id != "gone" })
+	d := newDirtyQueue(f, f, nil, quietLog(), 0, time.Second, 1, func(id string) bool { return id != "gone" }, nil)
 	defer d.q.ShutDown()
 	d.mark(map[string]string{"gone": "ns"})
 	d.next(context.Background())
