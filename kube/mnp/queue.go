@@ -21,6 +21,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/nri-cni/nri-cni/attach"
 )
@@ -72,12 +73,15 @@ type dirtyQueue struct {
 }
 
 func newDirtyQueue(applier PolicyApplier, quarantiner Quarantiner, observer Observer, log *logrus.Entry,
-	delay, timeout time.Duration, workers int, isLocal func(string) bool) *dirtyQueue {
+	delay, timeout time.Duration, workers int, isLocal func(string) bool, clk clock.WithTicker) *dirtyQueue {
 	const name = "nri-cni-mnp"
-	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: &byNamespace{}})
-	return &dirtyQueue{q: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: fifo}),
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: &byNamespace{}, Clock: clk})
+	return &dirtyQueue{q: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: fifo, Clock: clk}),
 		applier: applier, quarantiner: quarantiner, observer: observer, log: log, delay: delay, timeout: timeout,
-		workers: workers, isLocal: isLocal, now: time.Now, first: map[string]time.Time{}, fails: map[string]int{}, retries: retries}
+		workers: workers, isLocal: isLocal, now: clk.Now, first: map[string]time.Time{}, fails: map[string]int{}, retries: retries}
 }
 
 // byNamespace orders the ready keys: FIFO within a namespace, the
