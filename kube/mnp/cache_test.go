@@ -102,6 +102,9 @@ func TestAffected(t *testing.T) {
 		{"namespace relabelled, no selector cares", func(c *Cache) {
 			c.applyNamespace(nsObj("z", "team", "green"), nsObj("z", "team", "green", "extra", "1"))
 		}, []string{"sx1"}},
+		{"a namespace no selector matches, old or new", func(c *Cache) {
+			c.applyNamespace(nsObj("w", "team", "purple"), nsObj("w", "team", "black"))
+		}, nil},
 		{"namespace labels unchanged", func(c *Cache) {
 			c.applyNamespace(nsObj("z", "team", "green"), nsObj("z", "team", "green"))
 		}, nil},
