@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/nri-cni/nri-cni/netpol"
 )
 
@@ -44,6 +46,9 @@ type Cache struct {
 	// synced reports each source's first list (nil: not started).
 	policiesSynced, namespacesSynced func() bool
 	podsSynced                       atomic.Bool
+
+	// localSubs get this node's pods' changes (LocalPods).
+	localSubs []cache.ResourceEventHandler
 }
 
 // policyState is a cached policy and its parsed selectors.
@@ -153,8 +158,16 @@ func (c *Cache) applyPod(key string, e *podEntry) {
 	out := map[string]string{}
 	c.mu.Lock()
 	old := c.pods[ns][name]
+	ev, local := localChange(old, e)
+	subs := c.localSubs
 	if !peerChanged(old, e) {
+		if local && e != nil {
+			c.pods[ns][name] = e // a local pod's metadata only
+		}
 		c.mu.Unlock()
+		if local {
+			tell(subs, []localEvent{ev})
+		}
 		return
 	}
 	if e == nil {
@@ -172,6 +185,9 @@ func (c *Cache) applyPod(key string, e *podEntry) {
 	c.version++
 	c.affectedByPod(old, e, out)
 	c.mu.Unlock()
+	if local {
+		tell(subs, []localEvent{ev})
+	}
 	c.notify(out)
 }
 
@@ -187,10 +203,26 @@ func (c *Cache) resetPods(entries []*podEntry) {
 		pods[ns][e.peer.Name] = e
 	}
 	out := map[string]string{}
+	var evs []localEvent
 	c.mu.Lock()
-	for ns := range c.pods {
+	for ns, m := range c.pods {
 		c.changed[ns] = true
+		for name, old := range m {
+			if ev, ok := localChange(old, pods[ns][name]); ok {
+				evs = append(evs, ev)
+			}
+		}
 	}
+	for ns, m := range pods {
+		for name, e := range m {
+			if c.pods[ns][name] == nil {
+				if ev, ok := localChange(nil, e); ok {
+					evs = append(evs, ev)
+				}
+			}
+		}
+	}
+	subs := c.localSubs
 	for ns := range pods {
 		c.changed[ns] = true
 	}
@@ -201,6 +233,7 @@ func (c *Cache) resetPods(entries []*podEntry) {
 	}
 	c.mu.Unlock()
 	c.podsSynced.Store(true)
+	tell(subs, evs)
 	c.notify(out)
 }
 

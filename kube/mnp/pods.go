@@ -48,6 +48,9 @@ type podEntry struct {
 	terminal bool
 	// keep is false for a pod the index drops (only its key is set).
 	keep bool
+	// meta is a local pod's metadata as hot-plug reads it (LocalPods);
+	// nil for other nodes' pods.
+	meta *corev1.Pod
 }
 
 // GetObjectMeta gives the reflector's WatchList buffer the entry's key.
@@ -82,6 +85,8 @@ func compact(p *corev1.Pod, node string) *podEntry {
 	}
 	e.keep = true
 	if e.local {
+		e.meta = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, Annotations: p.Annotations, DeletionTimestamp: p.DeletionTimestamp}}
 		e.peer.Labels = internLabels(p.Labels)
 	} else {
 		e.peer.Labels, e.peer.LabelsTruncated = capLabels(p.Labels)
