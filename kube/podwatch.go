@@ -26,7 +26,9 @@ import (
 var networkAnnotations = []string{plan.AnnotationNPWGNetworks, plan.AnnotationNetworks}
 
 // PodWatcher is hot-plug's eye on the API: an informer over the pods bound
-// to this node (field selector spec.nodeName), reduced to their metadata,
+// to this node (field selector spec.nodeName), reduced to their metadata —
+// or, with MultiNetworkPolicy on, the same pods from its cluster-wide pod
+// watch (NewSharedPodWatcher), so the node keeps one pod watch —
 // and a work queue that hands each pod whose networks annotation changed to
 // the Replugger — off the informer's goroutine, one pod at a time per key,
 // from a few workers that take the pods namespace by namespace in turn
