@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nri-cni/nri-cni/loop"
 )
 
 type podSource interface {
@@ -40,17 +42,9 @@ type sharedPods struct {
 }
 
 func (s *sharedPods) run(ctx context.Context, resync func()) {
-	t := time.NewTicker(s.resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			resync()
-		}
-	}
+	loop.Every(ctx, s.resync, nil, false, resync)
 }
+
 func (s *sharedPods) keys() []string  { return s.pods.Keys() }
 func (s *sharedPods) hasSynced() bool { return s.pods.HasSynced() }
 func (s *sharedPods) get(namespace, name string) (*corev1.Pod, bool) {

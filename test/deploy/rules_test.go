@@ -33,7 +33,7 @@ var allowedImports = map[string][]string{
 	"attach":                   {"plan", "cni", "netns", "state", "config", "deviceinfo"},
 	"plan":                     {"cni", "config", "state", "nadpolicy", "apis/v1alpha1"},
 	"reconcile":                {"attach", "cni", "config", "netns", "state", "loop"},
-	"kube":                     {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "kube/dra", "kube/dradevice", "kube/podresources"},
+	"kube":                     {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "loop", "kube/dra", "kube/dradevice", "kube/podresources"},
 	"kube/dra":                 {"plan", "cni", "config", "state", "loop", "hostroot"},
 	"kube/dradevice":           {"deviceinfo", "hostroot"},
 	"kube/podresources":        {"hostroot"},
