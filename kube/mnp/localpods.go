@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nri-cni/nri-cni/netpol"
 )
 
 // LocalPods is this node's pods as the reflector sees them.
@@ -105,4 +107,19 @@ func tell(subs []cache.ResourceEventHandler, evs []localEvent) {
 			}
 		}
 	}
+}
+
+// TargetOf is what the reflector knows of a local pod for its Target: its
+// labels and named ports, when the cached pod has uid (false: not seen yet,
+// or another pod of that name; attach then takes the sandbox's labels, and
+// named ports resolve to nothing until the pod arrives, which re-renders).
+// The returned values are shared: read only.
+func (c *Cache) TargetOf(namespace, name, uid string) (labels map[string]string, ports []netpol.NamedPort, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.pods[namespace][name]
+	if e == nil || !e.local || e.peer.UID != uid {
+		return nil, nil, false
+	}
+	return e.peer.Labels, e.peer.NamedPorts, true
 }

@@ -47,6 +47,16 @@ func TestLocalPodsFeed(t *testing.T) {
 	if p, ok := c.LocalPods().Get("a", "again"); !ok || p.Annotations["n"] != "z" || p.Spec.Containers != nil {
 		t.Errorf("local pod %+v: want its metadata only", p)
 	}
+	labels, ports, ok := c.TargetOf("a", "again", "uid-again")
+	if !ok || len(ports) != 2 || labels != nil {
+		t.Errorf("TargetOf: %v %v %v", labels, ports, ok)
+	}
+	if _, _, ok := c.TargetOf("a", "again", "another-uid"); ok {
+		t.Error("TargetOf answered for another pod of that name")
+	}
+	if _, _, ok := c.TargetOf("a", "theirs", "uid-theirs"); ok {
+		t.Error("TargetOf answered for another node's pod")
+	}
 }
 
 // Hot-plug's PodWatcher takes LocalPods as its shared feed.
