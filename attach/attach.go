@@ -2,8 +2,10 @@ package attach
 
 // The attach path, top to bottom: lock the sandbox → its record (attached
 // already? an earlier attempt to undo?) → its network namespace → the plan
-// → readiness and free interface names → the intent record → ADD → on a
-// failure the rollback, else default routes and the attached record.
+// → readiness and free interface names → the intent record → the
+// MultiNetworkPolicy rules (when on: policy.go) → ADD → on a failure the
+// rollback, else the rules with the pod's addresses, default routes and
+// the attached record.
 
 import (
 	"context"
@@ -219,6 +221,20 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		m.cni.devs.unseed(sb.ID, p.Attachments)
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
+	// MultiNetworkPolicy: the rules of the planned interfaces, before any
+	// of them exists (policy.go). A failure ends the attach as a failed
+	// ADD does, with no ADD to undo: the intent goes.
+	if m.pol != nil {
+		m.pol.remember(sb)
+		if err := m.pol.program(ctx, ns, rec, rec.Networks, true); err != nil {
+			m.cni.devs.unseed(sb.ID, p.Attachments)
+			if derr := m.store.Delete(sb.ID); derr != nil {
+				log.WithError(derr).Warn("deleting the intent record failed; a later attach or the GC undoes it")
+			}
+			m.pol.forget(sb.ID, "")
+			return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
+		}
+	}
 
 	results, errs := m.addAll(ctx, p.Attachments, func(a plan.Attachment) cni.Attachment {
 		return cni.Attachment{ContainerID: sb.ID, IfName: a.IfName, Netns: ns.Path, Args: args, CapabilityArgs: a.Caps}
@@ -264,6 +280,17 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
+	// The rules again with the pod's own addresses (own-IP allowances),
+	// before the default routes move: a rollback leaves eth0's in place.
+	if m.pol != nil {
+		if err := m.pol.program(ctx, ns, rec, rec.Networks, false); err != nil {
+			log.WithError(err).Error("MultiNetworkPolicy rules with the pod's addresses not programmed, rolling back")
+			handedOff = true
+			m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
+			m.pol.forget(sb.ID, "")
+			return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
+		}
+	}
 	if err := m.setDefaultRoutes(ns.Path, p.Attachments, rec); err != nil {
 		log.WithError(err).Error("default route not set, rolling back")
 		handedOff = true
@@ -279,6 +306,9 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
 	attached = rec
+	if m.pol != nil {
+		m.pol.tell(rec)
+	}
 	m.report.noted(log, sb, p.Notes, nil)
 	return rec, nil
 }

@@ -74,11 +74,13 @@ func (m *Manager) detach(ctx context.Context, sb Sandbox, final bool, heldNetns 
 		if err := m.cni.delCached(ctx, log, sb.ID, nsPath); err != nil {
 			return false, fmt.Errorf("%s: %w", PodRef(sb), err)
 		}
+		m.pol.forget(sb.ID, sb.Pod.UID)
 		if final && !errors.Is(err, state.ErrNotFound) {
 			return false, m.store.Delete(sb.ID)
 		}
 		return false, nil
 	}
+	m.pol.forget(sb.ID, rec.UID) // the table dies with the netns: no netlink
 	if rec.Phase != state.PhaseTornDown {
 		nsPath := heldNetns
 		if nsPath == "" {

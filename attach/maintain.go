@@ -96,6 +96,7 @@ func (m *Manager) Collect(ctx context.Context, id string, live LiveFunc) (Outcom
 	if err := m.store.Delete(rec.ID); err != nil {
 		return Failed, err
 	}
+	m.pol.forget(rec.ID, rec.UID)
 	if repairing {
 		log.Info("gc: stale sandbox with an unreadable record torn down from libcni's cache")
 	} else {
@@ -250,6 +251,10 @@ func (m *Manager) Check(ctx context.Context, id string) (checked, failed int, bu
 			co.CheckFailed(m.cni.metricsLabel(n.Name))
 		}
 		m.report.drift(rec, name, fmt.Errorf("interface %s: %w", n.IfName, err))
+	}
+	// MultiNetworkPolicy: the table's marker against the record.
+	if m.pol.checkPolicy(ctx, log, rec) {
+		failed++
 	}
 	return checked, failed, false
 }
@@ -424,3 +429,26 @@ func (m *Manager) CheckNetworks(ctx context.Context) ([]NetworkReadiness, map[st
 	slices.SortFunc(out, func(a, b NetworkReadiness) int { return strings.Compare(a.Network, b.Network) })
 	return out, changed
 }
+
+// ApplyPolicy renders sandbox id's MultiNetworkPolicy rules again and
+// programs them when the digest differs from the record's or from the
+// table's marker, or interfaces are quarantined (they come up again). The
+// wait for another operation on the sandbox is bounded
+// (BackgroundLockWait): ErrBusy, which kube's queue requeues on. No
+// attached record, or its netns gone: nothing to do. Off: nil at once.
+func (m *Manager) ApplyPolicy(ctx context.Context, id string) error { return m.pol.apply(ctx, id) }
+
+// Quarantine sets the interfaces sandbox id's MultiNetworkPolicy rules
+// cover down (every recorded one if they cannot be rendered), records them
+// and raises a ReasonPolicyNotEnforced Warning Event: what kube's queue
+// does when reprogramming keeps failing, since the rules in place may be
+// more open than the policies now say. The next successful ApplyPolicy
+// sets them up again. Its lock is waited for as ApplyPolicy's (ErrBusy).
+func (m *Manager) Quarantine(ctx context.Context, id string) error { return m.pol.quarantine(ctx, id) }
+
+// PolicySandboxes are the sandboxes whose MultiNetworkPolicy rules
+// ApplyPolicy keeps: every attached pod record with networks (after a
+// restart kube's queue takes them all once its caches synced; one never
+// programmed, the feature just turned on, is programmed then). Nil when
+// off.
+func (m *Manager) PolicySandboxes() []string { return m.pol.sandboxes() }

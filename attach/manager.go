@@ -64,6 +64,10 @@ type Sandbox struct {
 	// IPs are the runtime's own network's addresses (NRI pod Ips), for the
 	// default entry of the network-status.
 	IPs []string
+	// Labels of the pod as the runtime has them (the CRI sandbox's, less
+	// the kubelet's io.kubernetes.pod.* keys): what MultiNetworkPolicy
+	// selects the pod by until the API's copy is in kube's cache.
+	Labels map[string]string
 }
 
 // ClaimSource says which prepared DRA claim devices a pod has (memory only:
@@ -103,6 +107,15 @@ type Deps struct {
 	// Routes moves a pod's default routes (nil: netns.SetDefaultRoutes; a
 	// seam for tests whose namespaces are not real).
 	Routes func(path, ifname string, gateways []net.IP) error
+	// Policy and Firewall enforce MultiNetworkPolicy on the interfaces
+	// nri-cni attaches (policy.go); both nil (the default): off, no
+	// render and no netlink. Both are needed: one alone is off too.
+	Policy   PolicySource
+	Firewall Firewall
+	// LinksUp sets interfaces of a pod's netns up or down (a policy
+	// quarantine); nil: netns.SetLinksUp (a seam for tests whose
+	// namespaces are not real).
+	LinksUp func(path string, ifnames []string, up bool) error
 	// Log may be nil (discarded).
 	Log *logrus.Entry
 }
@@ -131,6 +144,8 @@ type Manager struct {
 	bg *Background
 	// checks: the drift CHECKs in flight, which a teardown cancels.
 	checks runningChecks
+	// pol: MultiNetworkPolicy (policy.go); nil when off.
+	pol *policies
 }
 
 // New wires a Manager.
@@ -145,9 +160,12 @@ func New(cfg config.Config, d Deps) *Manager {
 	planner := plan.New(cfg, plan.Catalogue{Local: d.Engine.Networks, NADs: d.NADs, NotReady: ready.NotReady,
 		MultusPrimary: d.Multus})
 	m := &Manager{cfg: cfg, planner: planner, ready: ready, ns: d.Netns, store: d.Store, log: log,
-		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims}
+		margin: DefaultMargin, locks: newLocks(), routes: d.Routes, claims: d.Claims, pol: newPolicies(d)}
 	if m.routes == nil {
 		m.routes = netns.SetDefaultRoutes
+	}
+	if m.pol != nil {
+		m.pol.m = m
 	}
 	m.bg = newBackground(m)
 	m.cni = &ops{cfg: cfg, engine: d.Engine, planner: planner, ns: d.Netns, store: d.Store, log: log, margin: DefaultMargin,

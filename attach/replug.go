@@ -11,9 +11,12 @@ package attach
 //   - the plan is matched against the record by network (NAD or CNI name)
 //     and interface: a network that stays keeps its interface even when the
 //     pod did not name it; added ones get free names;
-//   - removed networks are DELed first (in the pod's netns), then added ones
-//     are recorded (pending) before their ADD, so a crash never loses one;
-//     a failed ADD rolls back this hot-plug's ADDs;
+//   - removed networks are DELed first (in the pod's netns); with
+//     MultiNetworkPolicy on, the rules of the kept and added interfaces are
+//     programmed next (policy.go); then added ones are recorded (pending)
+//     before their ADD, so a crash never loses one; a failed ADD rolls back
+//     this hot-plug's ADDs; the rules with the new addresses follow the
+//     ADDs, before the record is confirmed;
 //   - network-status is reported afterwards.
 //
 // Idempotent: Replug with an unchanged annotation does nothing, so kube/ may
@@ -208,10 +211,46 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		n.Pending = true
 		nets = append(nets, n)
 	}
+	// MultiNetworkPolicy: the rules of the kept and added interfaces (not
+	// the removed ones), before the added ones exist; a failure adds
+	// nothing (the removals stand).
+	if m.pol != nil {
+		m.pol.remember(sb)
+		if err := m.pol.program(ctx, ns, rec, nets, false); err != nil {
+			m.cni.devs.unseed(sb.ID, add)
+			rec.Networks, rec.Updated = nets[:first], time.Now().UTC()
+			errs = append(errs, err)
+			if perr := m.store.Put(rec); perr != nil {
+				errs = append(errs, perr)
+			}
+			m.report.attached(sb, rec)
+			return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), errors.Join(errs...))
+		}
+	}
 	rec.Networks, rec.Updated = nets, time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
 		m.cni.devs.unseed(sb.ID, add)
 		return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), err)
+	}
+
+	// undo rolls back this hot-plug's ADDs up to rec.Networks[last] after
+	// cause, and reports what the pod has.
+	undo := func(last int, cause error) (bool, error) {
+		added := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: rec.Networks[first : last+1],
+			Args: rec.Args}
+		if rerr := m.cni.teardownLiveWith(context.WithoutCancel(ctx), log, added, ranNetworks(add)); rerr != nil {
+			// Kept (pending) for Stop to DEL again.
+			errs = append(errs, rerr)
+		} else {
+			rec.Networks = rec.Networks[:first]
+		}
+		rec.Updated = time.Now().UTC()
+		errs = append(errs, cause)
+		if perr := m.store.Put(rec); perr != nil {
+			errs = append(errs, perr)
+		}
+		m.report.attached(sb, rec)
+		return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), errors.Join(errs...))
 	}
 
 	// Added networks: ADD; a failure rolls back this hot-plug's ADDs.
@@ -221,21 +260,7 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		res, err := m.cni.add(ctx, a.Network, cni.Attachment{ContainerID: sb.ID, IfName: a.IfName, Netns: ns.Path, Args: args, CapabilityArgs: a.Caps})
 		if err != nil {
 			nl.WithError(err).Error("hot-plug: CNI ADD failed, rolling back this hot-plug's ADDs")
-			added := &state.Record{ID: rec.ID, Netns: rec.Netns, NetnsDev: rec.NetnsDev, NetnsIno: rec.NetnsIno, Networks: rec.Networks[first : i+1],
-				Args: rec.Args}
-			if rerr := m.cni.teardownLiveWith(context.WithoutCancel(ctx), log, added, ranNetworks(add)); rerr != nil {
-				// Kept (pending) for Stop to DEL again.
-				errs = append(errs, rerr)
-			} else {
-				rec.Networks = rec.Networks[:first]
-			}
-			rec.Updated = time.Now().UTC()
-			errs = append(errs, fmt.Errorf("%s: %w", a.Name(), err))
-			if perr := m.store.Put(rec); perr != nil {
-				errs = append(errs, perr)
-			}
-			m.report.attached(sb, rec)
-			return len(gone) > 0, fmt.Errorf("%s: hot-plug: %w", PodRef(sb), errors.Join(errs...))
+			return undo(i, fmt.Errorf("%s: %w", a.Name(), err))
 		}
 		fromResult(&rec.Networks[i], res)
 		rec.Networks[i].Pending = false
@@ -247,12 +272,23 @@ func (m *Manager) replug(ctx context.Context, log *logrus.Entry, sb Sandbox, rec
 		}
 		nl.WithField("ips", res.IPs).Info("network attached (hot-plug)")
 	}
+	// The rules again with the added interfaces' addresses, before the
+	// record is confirmed and the status reported.
+	if m.pol != nil && len(add) > 0 {
+		if err := m.pol.program(ctx, ns, rec, rec.Networks, false); err != nil {
+			log.WithError(err).Error("hot-plug: MultiNetworkPolicy rules with the new addresses not programmed, rolling back this hot-plug's ADDs")
+			return undo(len(rec.Networks)-1, err)
+		}
+	}
 	m.noteNetns(rec.Netns)
 	rec.Updated = time.Now().UTC()
 	if err := m.store.Put(rec); err != nil {
 		errs = append(errs, err)
 	}
 	m.report.attached(sb, rec)
+	if m.pol != nil {
+		m.pol.tell(rec)
+	}
 	// Only the networks this hot-plug added: the others were noted when
 	// they were attached.
 	addedIfnames := map[string]bool{}

@@ -111,3 +111,42 @@ func TestLinkNames(t *testing.T) {
 	_, err = netns.LinkNames("/nonexistent/netns")
 	require.Error(t, err)
 }
+
+// SetLinksUp sets the named interfaces down and up again in the pod's
+// namespace, skips one that is not there, and leaves the others alone.
+func TestSetLinksUp(t *testing.T) {
+	n := podNetns(t)
+	state := func(name string) bool {
+		t.Helper()
+		var up bool
+		require.NoError(t, n.Do(func(ns.NetNS) error {
+			l, err := netlink.LinkByName(name)
+			if err == nil {
+				up = l.Attrs().Flags&net.FlagUp != 0
+			}
+			return err
+		}))
+		return up
+	}
+	require.NoError(t, netns.SetLinksUp(n.Path(), []string{"net1", "gone0"}, false))
+	assert.False(t, state("net1"), "net1 down")
+	assert.True(t, state("eth0"), "eth0 untouched")
+	require.NoError(t, netns.SetLinksUp(n.Path(), []string{"net1"}, true))
+	assert.True(t, state("net1"), "net1 up again")
+	var addrs []string
+	require.NoError(t, n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName("net1")
+		if err != nil {
+			return err
+		}
+		list, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		for _, a := range list {
+			if a.IP.IsGlobalUnicast() {
+				addrs = append(addrs, a.IPNet.String())
+			}
+		}
+		return err
+	}))
+	sort.Strings(addrs)
+	assert.Equal(t, []string{"10.8.0.2/24", "fd08::2/64"}, addrs, "the addresses survive, IPv6's too")
+}

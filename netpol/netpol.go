@@ -13,6 +13,8 @@ import (
 	"net/netip"
 
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/nri-cni/nri-cni/netpol/ir"
 )
 
 // PolicyForAnnotation names the networks a MultiNetworkPolicy applies to
@@ -20,64 +22,46 @@ import (
 // "namespace/name" or "name" (the policy's namespace).
 const PolicyForAnnotation = "k8s.v1.cni.cncf.io/policy-for"
 
-// FormatVersion is part of every digest: a change of the rendering or of the
-// programmed shape bumps it, so an upgrade reprograms every pod once.
-const FormatVersion = 1
-
-// Identity names the network an interface is attached to, as policy-for
-// entries and peers' network-status name it. Exactly one field is set.
-type Identity struct {
-	// NAD is "namespace/name" of a NetworkAttachmentDefinition.
-	NAD string
-	// Node is the name of a network in the node's confDir (no NAD).
-	Node string
-}
-
-func (i Identity) String() string {
-	if i.NAD != "" {
-		return i.NAD
-	}
-	return i.Node
-}
-
-// Protocol is an L4 protocol of a policy port.
-type Protocol uint8
-
-const (
-	ProtoAny    Protocol = 0
-	ProtoICMP   Protocol = 1
-	ProtoTCP    Protocol = 6
-	ProtoUDP    Protocol = 17
-	ProtoICMPv6 Protocol = 58
-	ProtoSCTP   Protocol = 132
+// The rendering's output and the target's shape live in netpol/ir (no
+// Kubernetes API types there); these names are the same types.
+type (
+	Identity  = ir.Identity
+	Protocol  = ir.Protocol
+	NamedPort = ir.NamedPort
+	Interface = ir.Interface
+	Target    = ir.Target
+	Direction = ir.Direction
+	Family    = ir.Family
+	Verdict   = ir.Verdict
+	PortRange = ir.PortRange
+	AddrPort  = ir.AddrPort
+	Rule      = ir.Rule
+	Chain     = ir.Chain
+	Ruleset   = ir.Ruleset
+	Note      = ir.Note
 )
 
-// NamedPort is a container port with a name (spec.containers[].ports).
-type NamedPort struct {
-	Name     string
-	Protocol Protocol
-	Port     uint16
-}
+// Re-exported constants of netpol/ir.
+const (
+	FormatVersion = ir.FormatVersion
 
-// Interface is one secondary interface nri-cni attached (or is about to).
-type Interface struct {
-	IfName   string
-	Identity Identity
-	// IPs are the interface's own addresses; empty before the CNI ADD.
-	IPs []netip.Addr
-}
+	ProtoAny    = ir.ProtoAny
+	ProtoICMP   = ir.ProtoICMP
+	ProtoTCP    = ir.ProtoTCP
+	ProtoUDP    = ir.ProtoUDP
+	ProtoICMPv6 = ir.ProtoICMPv6
+	ProtoSCTP   = ir.ProtoSCTP
 
-// Target is the pod whose rules are rendered.
-type Target struct {
-	Namespace string
-	Name      string
-	UID       string
-	Labels    map[string]string
-	// NamedPorts of the pod's containers; nil when not known yet (they
-	// resolve to nothing, which only restricts).
-	NamedPorts []NamedPort
-	Interfaces []Interface
-}
+	Ingress = ir.Ingress
+	Egress  = ir.Egress
+
+	FamilyAny = ir.FamilyAny
+	IPv4      = ir.IPv4
+	IPv6      = ir.IPv6
+
+	Accept = ir.Accept
+	Drop   = ir.Drop
+)
 
 // Policy is a MultiNetworkPolicy as the node's cache holds it.
 type Policy struct {
@@ -132,112 +116,6 @@ type Snapshot interface {
 	Namespaces() []*Namespace
 	// Peers of a namespace, sorted by name.
 	Peers(namespace string) []*Peer
-}
-
-// Direction of a chain: traffic into the pod (ingress) or out of it.
-type Direction uint8
-
-const (
-	Ingress Direction = iota + 1
-	Egress
-)
-
-func (d Direction) String() string {
-	switch d {
-	case Ingress:
-		return "ingress"
-	case Egress:
-		return "egress"
-	}
-	return "unknown"
-}
-
-// Family of a rule's addresses; FamilyAny matches both.
-type Family uint8
-
-const (
-	FamilyAny Family = iota
-	IPv4
-	IPv6
-)
-
-// Verdict of a rule.
-type Verdict uint8
-
-const (
-	Accept Verdict = iota + 1
-	Drop
-)
-
-// PortRange is an inclusive range of L4 destination ports.
-type PortRange struct {
-	First, Last uint16
-}
-
-// AddrPort is one (address, protocol, port) triple: an egress rule to a
-// named port resolves per destination pod.
-type AddrPort struct {
-	Addr     netip.Addr
-	Protocol Protocol
-	Port     uint16
-}
-
-// Rule matches packets of one chain; all its set fields must match (AND).
-// A zero field matches anything. The first rule that matches decides.
-type Rule struct {
-	// Established matches conntrack state established or related only.
-	Established bool
-	Family      Family
-	// Addrs: the peer's address (source on ingress, destination on
-	// egress) is inside one of these prefixes. Sorted, non-overlapping,
-	// all of Family when Family is set. Nil matches any address; a rule
-	// whose peers resolve to no address is not emitted.
-	Addrs []netip.Prefix
-	// Protocol and Ports: Ports needs Protocol TCP, UDP or SCTP. Nil
-	// Ports matches every port of Protocol.
-	Protocol Protocol
-	Ports    []PortRange
-	// ICMPTypes (Protocol ICMP or ICMPv6): the message type is one of these.
-	ICMPTypes []uint8
-	// AddrPorts: (peer address, protocol, destination port) is one of
-	// these; used alone (no Addrs, Protocol or Ports).
-	AddrPorts []AddrPort
-	Verdict   Verdict
-	// Comment says where the rule comes from, e.g. "ns/policy ingress[0]".
-	Comment string
-}
-
-// Chain holds the rules of one (interface, direction). A packet of that
-// interface and direction that no rule accepts is dropped: every chain
-// ends in an explicit Drop rule.
-type Chain struct {
-	IfName    string
-	Direction Direction
-	Rules     []Rule
-}
-
-// Ruleset is everything one pod's table holds. An empty Ruleset (no
-// chains) means no interface of the pod is isolated: no table at all.
-type Ruleset struct {
-	// Chains sorted by IfName, then Direction.
-	Chains []Chain
-	// Digest identifies the content (FormatVersion included); equal
-	// digests mean equal programmed state.
-	Digest string
-}
-
-// Empty says whether nothing is isolated.
-func (r Ruleset) Empty() bool { return len(r.Chains) == 0 }
-
-// Note is something an operator should hear about a policy: an invalid
-// part (which allows nothing) or a cap that was hit (deny-all).
-type Note struct {
-	Namespace string
-	Policy    string
-	// Reason is a CamelCase word for Events: Invalid, Oversize, CapExceeded,
-	// BudgetExceeded, NotSynced.
-	Reason  string
-	Message string
 }
 
 // Limits bound the work and the rules one pod's rendering may cause.

@@ -5,7 +5,10 @@ package reconcile
 // sandbox's lock (never overlapping an ADD or DEL of the pod; a busy pod is
 // skipped until the next round). A failure is reported (log, counter,
 // Warning Event), never repaired: a new ADD could hand the pod another
-// address.
+// address. With MultiNetworkPolicy on, the same round compares each pod's
+// table marker with its record; a table that drifted is reprogrammed (the
+// rules are nri-cni's alone), with a Warning Event MultiNetworkPolicyDrift,
+// and counted as a failure.
 
 import (
 	"context"

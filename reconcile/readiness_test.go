@@ -124,3 +124,22 @@ func TestDriftCheckReportsWithoutRepair(t *testing.T) {
 	unlock()
 	assert.Equal(t, CheckResult{Busy: 1}, res)
 }
+
+// The drift round also compares each pod's MultiNetworkPolicy table marker
+// with its record: a flushed table is reprogrammed (the rules, unlike an
+// attachment, are ours to repair) and counted as drift; the attachment
+// itself is only CHECKed.
+func TestDriftCheckReprogramsMultiNetworkPolicy(t *testing.T) {
+	f := attachtest.New(t, []string{"alpha"}, nil).WithPolicy()
+	_, err := f.Mgr.Attach(context.Background(), attachtest.Pod("sb1", 42))
+	require.NoError(t, err)
+	want := f.Firewall.Table("/fake/netns/42")
+	require.NotEmpty(t, want)
+
+	assert.Equal(t, CheckResult{Checked: 1}, CheckAttachments(context.Background(), f.Mgr))
+	f.Firewall.SetTable("/fake/netns/42", "")
+	assert.Equal(t, CheckResult{Checked: 1, Failed: 1}, CheckAttachments(context.Background(), f.Mgr))
+	assert.Equal(t, want, f.Firewall.Table("/fake/netns/42"), "reprogrammed")
+	assert.Equal(t, CheckResult{Checked: 1}, CheckAttachments(context.Background(), f.Mgr))
+	assert.Equal(t, []string{"ADD alpha net1", "CHECK alpha net1", "CHECK alpha net1", "CHECK alpha net1"}, f.Cmds(), "nothing re-added")
+}

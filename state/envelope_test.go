@@ -99,3 +99,52 @@ func TestClaimRecordFormat(t *testing.T) {
 	_, ok = again.Get("uid-old")
 	assert.True(t, ok, "read back")
 }
+
+// The MultiNetworkPolicy state is an optional field of the same format: a
+// record without it (an older nri-cni's, or a pod never programmed) loads
+// with none, one with it round-trips, and an older nri-cni, which knows
+// no such field, still reads the line.
+func TestRecordPolicyField(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy *Policy
+	}{
+		{name: "without", policy: nil},
+		{name: "with a digest", policy: &Policy{Digest: "v1-abc"}},
+		{name: "quarantined", policy: &Policy{Digest: "v1-abc", Quarantined: []string{"net1", "net2"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(t.TempDir())
+			require.NoError(t, err)
+			require.NoError(t, s.Put(&Record{ID: "sb1", Kind: "pod", Phase: PhaseAttached, Policy: tc.policy,
+				Networks: []Network{{Name: "n", IfName: "net1"}}}))
+			rec, err := s.Get("sb1")
+			require.NoError(t, err)
+			assert.Equal(t, tc.policy, rec.Policy)
+
+			data, err := os.ReadFile(filepath.Join(s.Dir(), "sb1.json"))
+			require.NoError(t, err)
+			assert.Equal(t, tc.policy != nil, strings.Contains(string(data), `"policy":`), "omitted when nil")
+			var old struct { // an older nri-cni's Record: no policy field
+				ID       string    `json:"id"`
+				Phase    Phase     `json:"phase"`
+				Networks []Network `json:"networks"`
+			}
+			require.NoError(t, json.Unmarshal(data, &old))
+			assert.Equal(t, PhaseAttached, old.Phase)
+			assert.Equal(t, "net1", old.Networks[0].IfName)
+		})
+	}
+
+	t.Run("an older record loads without it", func(t *testing.T) {
+		s, err := Open(t.TempDir())
+		require.NoError(t, err)
+		line := string(sealed([]byte(`{"id":"sb1","kind":"pod","phase":"attached","networks":[{"name":"n","ifname":"net1"}],"created":"2026-01-01T00:00:00Z","updated":"2026-01-01T00:00:00Z"}`)))
+		require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "sb1.json"), []byte(line+"\n"), 0o600))
+		rec, err := s.Get("sb1")
+		require.NoError(t, err)
+		assert.Nil(t, rec.Policy)
+		assert.Equal(t, PhaseAttached, rec.Phase)
+	})
+}

@@ -129,6 +129,22 @@ type Record struct {
 	// written to the API server (Kubernetes mode; attach.PodNetworks's
 	// Digest): a resync does not write the same status again.
 	StatusDigest string `json:"statusDigest,omitempty"`
+	// Policy is the MultiNetworkPolicy state of the pod's netns as nri-cni
+	// last programmed it (nri-cni-k8s with multiNetworkPolicy on); nil:
+	// never programmed. Optional: older records load without it, and an
+	// older nri-cni ignores it.
+	Policy *Policy `json:"policy,omitempty"`
+}
+
+// Policy is what nri-cni programmed into a pod's netns for its
+// MultiNetworkPolicies.
+type Policy struct {
+	// Digest is the digest of the ruleset last programmed (the table's
+	// marker says the same while nobody changed it).
+	Digest string `json:"digest"`
+	// Quarantined are the interfaces set down because reprogramming kept
+	// failing: up again at the next success.
+	Quarantined []string `json:"quarantined,omitempty"`
 }
 
 // Errors.

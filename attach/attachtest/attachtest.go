@@ -168,6 +168,10 @@ type Fixture struct {
 	// of device plugin resources.
 	Devices    *Devices
 	DeviceInfo attach.DeviceInfoFiles
+	// Policy, Firewall and Links turn MultiNetworkPolicy on (WithPolicy).
+	Policy   *PolicySource
+	Firewall *Firewall
+	Links    *Links
 }
 
 // Devices is an attach.DeviceSource over a map: resource -> the pod's
@@ -287,6 +291,9 @@ func (f *Fixture) Deps() attach.Deps {
 		d.Devices = f.Devices
 	}
 	d.DeviceInfo = f.DeviceInfo
+	if f.Firewall != nil {
+		d.Policy, d.Firewall, d.LinksUp = f.Policy, f.Firewall, f.Links.SetUp
+	}
 	return d
 }
 
@@ -435,6 +442,7 @@ type Sink struct {
 	failures []attach.AttachFailure
 	notes    []attach.PodNote
 	started  []attach.StartedWithout
+	policy   []PolicyEvent
 }
 
 // StartedWithoutNetworks implements attach.StartedWithoutSink.

@@ -213,3 +213,30 @@ func TestBackgroundRollbackDELsInTheLiveNamespace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, state.PhaseAttached, rec.Phase)
 }
+
+// With MultiNetworkPolicy on, the pod's first container waits for its
+// rules too: while they are being programmed (before any ADD) it is
+// refused in time, and it is created once they are in place and the
+// networks attached.
+func TestBackgroundAttachNoContainerBeforeTheRules(t *testing.T) {
+	f, _ := backgroundPlugin(t, "", false)
+	f.WithPolicy()
+	t.Cleanup(f.Mgr.Background().WaitIdle)
+	block := make(chan struct{})
+	f.Firewall.Block = block
+	p := New(testEngine(f.Mgr), nil, logrus.NewEntry(logrus.New()))
+	pod := runningPod(f, "sb1", 10)
+	require.NoError(t, p.RunPodSandbox(context.Background(), pod))
+
+	ctx, cancel := context.WithTimeout(context.Background(), f.Mgr.Margin()+200*time.Millisecond)
+	defer cancel()
+	_, _, err := p.CreateContainer(ctx, pod, nriCtr("app", "sb1"))
+	require.ErrorIs(t, err, attach.ErrAttachPending, "no container while the rules are not programmed")
+	assert.Empty(t, f.Cmds(), "no ADD before the rules")
+	close(block)
+	require.NoError(t, createContainer(t, p, pod), "the kubelet's retry")
+	calls := f.Firewall.Applied()
+	require.Len(t, calls, 2)
+	assert.Empty(t, calls[0].Seen, "the rules before the ADD")
+	assert.Equal(t, []string{"ADD alpha net1"}, f.Cmds())
+}

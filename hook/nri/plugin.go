@@ -376,5 +376,26 @@ func sandboxOf(pod *api.PodSandbox) (attach.Sandbox, string) {
 		Pinned:      netnsPath,
 		Annotations: pod.GetAnnotations(),
 		IPs:         pod.GetIps(),
+		Labels:      podLabels(pod.GetLabels()),
 	}, netnsPath
+}
+
+// kubeletLabels is the prefix of the labels the kubelet adds to a CRI
+// sandbox (io.kubernetes.pod.name, .namespace, .uid): not the pod's.
+const kubeletLabels = "io.kubernetes.pod."
+
+// podLabels are the pod's own labels among a CRI sandbox's (the kubelet
+// copies the pod's and adds its own); nil when none is left.
+func podLabels(in map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if strings.HasPrefix(k, kubeletLabels) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(in))
+		}
+		out[k] = v
+	}
+	return out
 }

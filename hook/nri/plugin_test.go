@@ -44,6 +44,18 @@ func TestSandboxOfTranslatesThePod(t *testing.T) {
 	assert.Equal(t, "web", sb.Pod.Name)
 	assert.Equal(t, "u-1", sb.Pod.UID)
 	assert.Equal(t, "abc", sb.Pod.InfraID)
+	assert.Nil(t, sb.Labels)
+
+	// The pod's labels, without the kubelet's own (MultiNetworkPolicy
+	// selects the pod by them).
+	pod := nriPod("abc", "/var/run/netns/cni-1", 77)
+	pod.Labels = map[string]string{"app": "web", "tier": "io.kubernetes.pod.x", "io.kubernetes.pod.name": "web",
+		"io.kubernetes.pod.namespace": "team", "io.kubernetes.pod.uid": "u-1"}
+	sb, _ = sandboxOf(pod)
+	assert.Equal(t, map[string]string{"app": "web", "tier": "io.kubernetes.pod.x"}, sb.Labels)
+	pod.Labels = map[string]string{"io.kubernetes.pod.name": "web"}
+	sb, _ = sandboxOf(pod)
+	assert.Nil(t, sb.Labels)
 }
 
 func TestPluginHandlers(t *testing.T) {
