@@ -149,10 +149,19 @@ func (m *MNP) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
-// markAll marks every local sandbox dirty.
+// markAll marks every local sandbox dirty, and every sandbox the applier
+// lists (SandboxLister; one not told by SetLocal yet is queued under an
+// empty namespace).
 func (m *MNP) markAll() {
+	var listed []string
+	if l, ok := m.o.Applier.(SandboxLister); ok {
+		listed = l.PolicySandboxes()
+	}
 	out := map[string]string{}
 	m.Cache.mu.Lock()
+	for _, id := range listed {
+		out[id] = ""
+	}
 	for id, sb := range m.local {
 		out[id] = sb.namespace
 	}

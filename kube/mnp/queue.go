@@ -36,7 +36,15 @@ type PolicyApplier interface {
 // could not be programmed (the attach engine); the next success brings
 // them back.
 type Quarantiner interface {
-	Quarantine(ctx context.Context, sandboxID string)
+	Quarantine(ctx context.Context, sandboxID string) error
+}
+
+// SandboxLister lists every sandbox whose rules the applier keeps
+// (attach.Manager.PolicySandboxes): once the caches synced each is taken,
+// so records from before a restart are checked without waiting for their
+// pods' SetLocal.
+type SandboxLister interface {
+	PolicySandboxes() []string
 }
 
 // Defaults of the queue.
@@ -157,7 +165,7 @@ func (d *dirtyQueue) next(ctx context.Context) bool {
 	since, marked := d.first[key]
 	delete(d.first, key)
 	d.mu.Unlock()
-	if !d.isLocal(id) {
+	if ns != "" && !d.isLocal(id) { // "": listed by the applier, its to judge
 		d.forget(ns, id)
 		return true
 	}
@@ -187,7 +195,9 @@ func (d *dirtyQueue) next(ctx context.Context) bool {
 		l.WithError(err).WithField("tries", n).Error("MultiNetworkPolicy rules could not be programmed; quarantining the covered interfaces")
 		if d.quarantiner != nil {
 			qctx, qcancel := context.WithTimeout(ctx, d.timeout)
-			d.quarantiner.Quarantine(qctx, id)
+			if qerr := d.quarantiner.Quarantine(qctx, id); qerr != nil {
+				l.WithError(qerr).Error("MultiNetworkPolicy: the covered interfaces could not be quarantined either")
+			}
 			qcancel()
 		}
 	} else if n == 1 {

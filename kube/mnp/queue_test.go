@@ -23,6 +23,7 @@ type fakeApplier struct {
 	calls       []string
 	script      map[string][]error
 	quarantined []string
+	listed      []string // PolicySandboxes
 }
 
 func (f *fakeApplier) ApplyPolicy(_ context.Context, id string) error {
@@ -36,11 +37,14 @@ func (f *fakeApplier) ApplyPolicy(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeApplier) Quarantine(_ context.Context, id string) {
+func (f *fakeApplier) Quarantine(_ context.Context, id string) error {
 	f.mu.Lock()
 	f.quarantined = append(f.quarantined, id)
 	f.mu.Unlock()
+	return nil
 }
+
+func (f *fakeApplier) PolicySandboxes() []string { return f.listed }
 
 type fakeObserver struct {
 	mu           sync.Mutex
@@ -169,5 +173,28 @@ func TestQueueDropsSandboxesGone(t *testing.T) {
 	d.next(context.Background())
 	if len(f.calls) != 0 {
 		t.Errorf("applied %v for a sandbox no longer local", f.calls)
+	}
+}
+
+// attach.Manager is the applier, the quarantiner and the lister.
+var (
+	_ PolicyApplier = (*attach.Manager)(nil)
+	_ Quarantiner   = (*attach.Manager)(nil)
+	_ SandboxLister = (*attach.Manager)(nil)
+)
+
+// After the sync, the applier's own list is taken too (records from
+// before a restart), each once.
+func TestMarkAllTakesTheApplierList(t *testing.T) {
+	f := &fakeApplier{listed: []string{"old1", "sx1"}}
+	m := New(nil, nil, Options{Node: node, Applier: f, Quarantiner: f, PropagationDelay: time.Nanosecond})
+	m.SetLocal("sx1", LocalPod{"x", "p", "u"}, nil)
+	m.markAll()
+	for range 2 {
+		m.queue.next(context.Background())
+	}
+	got := fmt.Sprint(f.calls)
+	if got != "[old1 sx1]" && got != "[sx1 old1]" {
+		t.Errorf("applied %v, want old1 and sx1 once each", got)
 	}
 }
