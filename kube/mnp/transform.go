@@ -7,10 +7,7 @@ package mnp
 // true}, with no spec: it isolates what it selects and allows nothing.
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -68,7 +65,7 @@ func policyTransform(l netpol.Limits) func(any) (any, error) {
 			PolicyFor: p.Annotations[netpol.PolicyForAnnotation]}
 		c := &cachedPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 			Generation: p.Generation, ResourceVersion: p.ResourceVersion}, policy: np}
-		if why := overCap(&p.Spec, l); why != "" {
+		if why := netpol.Oversize(&p.Spec, l); why != "" {
 			np.Oversize, c.why = true, why
 			return c, nil
 		}
@@ -76,57 +73,6 @@ func policyTransform(l netpol.Limits) func(any) (any, error) {
 		np.Spec = spec
 		return c, nil
 	}
-}
-
-// overCap names the first count of spec past l ("" when none is).
-func overCap(spec *networkingv1.NetworkPolicySpec, l netpol.Limits) string {
-	if n := len(spec.Ingress) + len(spec.Egress); n > l.MaxRulesPerPolicy {
-		return fmt.Sprintf("spec has %d ingress and egress rules, more than %d", n, l.MaxRulesPerPolicy)
-	}
-	if why := selectorOverCap("spec.podSelector", &spec.PodSelector, l); why != "" {
-		return why
-	}
-	rule := func(field string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) string {
-		if len(peers) > l.MaxPeersPerRule {
-			return fmt.Sprintf("%s has %d peers, more than %d", field, len(peers), l.MaxPeersPerRule)
-		}
-		if len(ports) > l.MaxPortsPerRule {
-			return fmt.Sprintf("%s has %d ports, more than %d", field, len(ports), l.MaxPortsPerRule)
-		}
-		for j, p := range peers {
-			if p.IPBlock != nil && len(p.IPBlock.Except) > l.MaxExceptsPerIPBlock {
-				return fmt.Sprintf("%s[%d].ipBlock.except has %d entries, more than %d", field, j,
-					len(p.IPBlock.Except), l.MaxExceptsPerIPBlock)
-			}
-		}
-		return ""
-	}
-	for i, r := range spec.Ingress {
-		if why := rule(fmt.Sprintf("spec.ingress[%d].from", i), r.From, r.Ports); why != "" {
-			return why
-		}
-	}
-	for i, r := range spec.Egress {
-		if why := rule(fmt.Sprintf("spec.egress[%d].to", i), r.To, r.Ports); why != "" {
-			return why
-		}
-	}
-	return ""
-}
-
-// selectorOverCap checks the policy's own selector: its terms and the
-// values of each. Peers' selectors are the renderer's to judge (past the
-// caps, that peer matches nothing).
-func selectorOverCap(field string, s *metav1.LabelSelector, l netpol.Limits) string {
-	if n := len(s.MatchLabels) + len(s.MatchExpressions); n > l.MaxSelectorTerms {
-		return fmt.Sprintf("%s has %d terms, more than %d", field, n, l.MaxSelectorTerms)
-	}
-	for i, e := range s.MatchExpressions {
-		if len(e.Values) > l.MaxValuesPerTerm {
-			return fmt.Sprintf("%s.matchExpressions[%d] has %d values, more than %d", field, i, len(e.Values), l.MaxValuesPerTerm)
-		}
-	}
-	return ""
 }
 
 // namespaceTransform keeps a Namespace's name and labels (capped).

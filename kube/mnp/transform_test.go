@@ -36,19 +36,19 @@ func TestPolicyTransformCaps(t *testing.T) {
 	}{
 		{"empty", networkingv1.NetworkPolicySpec{}, ""},
 		{"rules at cap", networkingv1.NetworkPolicySpec{Ingress: rules(32), Egress: make([]networkingv1.NetworkPolicyEgressRule, 32)}, ""},
-		{"rules over cap", networkingv1.NetworkPolicySpec{Ingress: rules(33), Egress: make([]networkingv1.NetworkPolicyEgressRule, 32)}, "65 ingress and egress rules"},
+		{"rules over cap", networkingv1.NetworkPolicySpec{Ingress: rules(33), Egress: make([]networkingv1.NetworkPolicyEgressRule, 32)}, "65 ingress and egress rules (at most 64)"},
 		{"peers at cap", networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: peers(64)}}}, ""},
-		{"peers over cap", networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: peers(65)}}}, "spec.ingress[0].from has 65 peers"},
-		{"egress ports over cap", networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{}, {Ports: ports(65)}}}, "spec.egress[1].to has 65 ports"},
+		{"peers over cap", networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: peers(65)}}}, "spec.ingress[0].from: 65 peers"},
+		{"egress ports over cap", networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{}, {Ports: ports(65)}}}, "spec.egress[1].to.ports: 65 entries"},
 		{"excepts over cap", networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{},
-			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: values(65)}}}}}}, "spec.egress[0].to[1].ipBlock.except has 65"},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: values(65)}}}}}}, "spec.egress[0].to[1].ipBlock.except: 65 entries"},
 		{"excepts at cap", networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: values(64)}}}}}}, ""},
 		{"selector terms over cap", networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: terms(30),
-			MatchExpressions: make([]metav1.LabelSelectorRequirement, 3)}}, "spec.podSelector has 33 terms"},
+			MatchExpressions: make([]metav1.LabelSelectorRequirement, 3)}}, "spec.podSelector: 33 terms"},
 		{"selector values over cap", networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: values(65)}}}},
-			"spec.podSelector.matchExpressions[0] has 65 values"},
+			"spec.podSelector.matchExpressions[0].values: 65 values"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
