@@ -26,7 +26,9 @@ import (
 var networkAnnotations = []string{plan.AnnotationNPWGNetworks, plan.AnnotationNetworks}
 
 // PodWatcher is hot-plug's eye on the API: an informer over the pods bound
-// to this node (field selector spec.nodeName), reduced to their metadata,
+// to this node (field selector spec.nodeName), reduced to their metadata —
+// or, with MultiNetworkPolicy on, the same pods from its cluster-wide pod
+// watch (NewSharedPodWatcher), so the node keeps one pod watch —
 // and a work queue that hands each pod whose networks annotation changed to
 // the Replugger — off the informer's goroutine, one pod at a time per key,
 // from a few workers that take the pods namespace by namespace in turn
@@ -42,12 +44,11 @@ var networkAnnotations = []string{plan.AnnotationNPWGNetworks, plan.AnnotationNe
 // another operation, or a NAD cache still filling, is retried with backoff
 // and not counted.
 type PodWatcher struct {
-	informer cache.SharedIndexInformer
-	lister   listerscorev1.PodLister
-	target   attach.Replugger
-	log      *logrus.Entry
-	queue    workqueue.TypedRateLimitingInterface[string]
-	o        PodWatchOptions
+	src    podSource
+	target attach.Replugger
+	log    *logrus.Entry
+	queue  workqueue.TypedRateLimitingInterface[string]
+	o      PodWatchOptions
 
 	mu      sync.Mutex        // guards changed and tries
 	changed map[string]bool   // keys whose annotation changed since queued
@@ -110,6 +111,7 @@ func NewPodWatcher(client kubernetes.Interface, node string, target attach.Replu
 			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 		}))
 	inf := factory.Core().V1().Pods().Informer()
+	lister := listerscorev1.NewPodLister(inf.GetIndexer())
 	// Keep only what hot-plug reads: a node's pods, not their specs.
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		p, ok := obj.(*corev1.Pod)
@@ -119,15 +121,44 @@ func NewPodWatcher(client kubernetes.Interface, node string, target attach.Replu
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, Annotations: p.Annotations, DeletionTimestamp: p.DeletionTimestamp}}, nil
 	})
+	w := newPodWatcher(&informerPods{inf: inf, lister: lister}, target, log, o)
+	_, _ = inf.AddEventHandler(w.handler())
+	return w
+}
+
+// SharedPods is a feed of this node's pods from a watch another part
+// holds: MultiNetworkPolicy's pod reflector (mnp.LocalPods), so that the
+// node keeps one pod watch.
+type SharedPods interface {
+	AddEventHandler(h cache.ResourceEventHandler)
+	Get(namespace, name string) (*corev1.Pod, bool)
+	Keys() []string
+	HasSynced() bool
+}
+
+// NewSharedPodWatcher is NewPodWatcher over pods another watch feeds; the
+// Resync is its own (every pod handed over again).
+func NewSharedPodWatcher(pods SharedPods, target attach.Replugger, log *logrus.Entry, o PodWatchOptions) *PodWatcher {
+	o.defaults()
+	w := newPodWatcher(&sharedPods{pods: pods, resync: o.Resync}, target, log, o)
+	pods.AddEventHandler(w.handler())
+	return w
+}
+
+func newPodWatcher(src podSource, target attach.Replugger, log *logrus.Entry, o PodWatchOptions) *PodWatcher {
 	const name = "nri-cni-hotplug"
 	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: &byNamespace{}})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: fifo})
-	w := &PodWatcher{informer: inf, lister: listerscorev1.NewPodLister(inf.GetIndexer()), target: target, log: log, o: o,
+	return &PodWatcher{src: src, target: target, log: log, o: o,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.BaseDelay, o.MaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name, DelayingQueue: delaying}),
 		changed: map[string]bool{}, tries: map[string]*tries{}}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+}
+
+// handler is what the watcher does with each pod event.
+func (w *PodWatcher) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.enqueue(obj, false) },
 		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*corev1.Pod)
@@ -147,8 +178,7 @@ func NewPodWatcher(client kubernetes.Interface, node string, target attach.Replu
 				w.forget(key)
 			}
 		},
-	})
-	return w
+	}
 }
 
 // byNamespace is the hot-plug queue's order: a namespace's pods in FIFO
@@ -220,7 +250,7 @@ func (w *PodWatcher) Run(ctx context.Context, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = w.o.Timeout
 	}
-	go w.informer.RunWithContext(ctx)
+	go w.src.run(ctx, w.ResyncAll)
 	var wg sync.WaitGroup
 	for range w.o.Workers {
 		wg.Add(1)
@@ -238,13 +268,13 @@ func (w *PodWatcher) Run(ctx context.Context, timeout time.Duration) {
 // ResyncAll hands every pod of the node over again (not as a change): the
 // Manager calls it after a resync, when it knows the runtime's sandboxes.
 func (w *PodWatcher) ResyncAll() {
-	for _, key := range w.informer.GetStore().ListKeys() {
+	for _, key := range w.src.keys() {
 		w.queue.Add(key)
 	}
 }
 
 // HasSynced reports whether the first list has completed.
-func (w *PodWatcher) HasSynced() bool { return w.informer.HasSynced() }
+func (w *PodWatcher) HasSynced() bool { return w.src.hasSynced() }
 
 func (w *PodWatcher) next(ctx context.Context, timeout time.Duration) bool {
 	key, quit := w.queue.Get()
@@ -257,8 +287,8 @@ func (w *PodWatcher) next(ctx context.Context, timeout time.Duration) bool {
 	delete(w.changed, key)
 	w.mu.Unlock()
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	pod, err := w.lister.Pods(ns).Get(name)
-	if err != nil || pod.DeletionTimestamp != nil {
+	pod, ok := w.src.get(ns, name)
+	if !ok || pod.DeletionTimestamp != nil {
 		w.queue.Forget(key) // gone or going: Stop tears it down
 		w.forget(key)
 		return true
@@ -276,7 +306,7 @@ func (w *PodWatcher) next(ctx context.Context, timeout time.Duration) bool {
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err = w.target.Replug(rctx, u)
+	_, err := w.target.Replug(rctx, u)
 	w.done(key, t, err)
 	return true
 }

@@ -36,7 +36,9 @@ type Metrics struct {
 	draCheckpoint *prometheus.GaugeVec
 	// nadDropped: the NADs the node's NAD cache holds no content of now.
 	nadDropped prometheus.Gauge
-	isUp       atomic.Bool
+	// mnp: MultiNetworkPolicy's (mnp.go).
+	mnp  *mnpMetrics
+	isUp atomic.Bool
 	// ready answers /readyz (nil: ready iff connected).
 	readiness atomic.Pointer[func() (bool, string)]
 }
@@ -109,6 +111,8 @@ func New(attachments, pendingTeardowns func() float64) *Metrics {
 		Help: "NetworkAttachmentDefinitions whose content this node's NAD cache does not hold now, because kubernetes.maxNADCacheBytes is used up (pods naming them fail) or while one is read back after the budget freed up.",
 	})
 	m.reg.MustRegister(m.draUnpublished, m.nodeState, m.awaitHook, m.draCheckpoint, m.nadDropped)
+	m.mnp = newMNPMetrics()
+	m.reg.MustRegister(m.mnp.collectors()...)
 	return m
 }
 

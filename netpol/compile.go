@@ -77,7 +77,7 @@ func compile(p *Policy, lim Limits) *compiled {
 		return c
 	}
 	spec := p.Spec
-	if why := oversize(spec, lim); why != "" {
+	if why := Oversize(spec, lim); why != "" {
 		c.note("Oversize", "%s: the policy isolates the pods of its namespace and allows nothing", why)
 		c.isolates = [3]bool{false, true, true}
 		return c
@@ -100,8 +100,10 @@ func compile(p *Policy, lim Limits) *compiled {
 	return c
 }
 
-// oversize names the first per-policy count cap the spec exceeds.
-func oversize(s *networkingv1.NetworkPolicySpec, lim Limits) string {
+// Oversize names the first per-policy count cap the spec exceeds ("" when
+// none): the renderer's check, and kube/mnp's informer transform, which
+// keeps such a policy without its spec.
+func Oversize(s *networkingv1.NetworkPolicySpec, lim Limits) string {
 	if n := len(s.Ingress) + len(s.Egress); n > lim.MaxRulesPerPolicy {
 		return fmt.Sprintf("spec: %d ingress and egress rules (at most %d)", n, lim.MaxRulesPerPolicy)
 	}
