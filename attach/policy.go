@@ -74,8 +74,8 @@ type Firewall interface {
 // Calls repeat unchanged values (every ApplyPolicy tells its pod again);
 // an unchanged value must be no change.
 type LocalPeers interface {
-	SetLocal(podUID string, ifs []ir.Interface)
-	ForgetLocal(podUID string)
+	SetLocal(pod PolicyPod, ifs []ir.Interface)
+	ForgetLocal(pod PolicyPod)
 }
 
 // PolicyApplier is what kube's dirty queue calls (the Manager).
@@ -229,7 +229,7 @@ func (p *policies) tell(rec *state.Record) {
 	p.mu.Lock()
 	p.local[rec.UID] = rec.ID
 	p.mu.Unlock()
-	p.peers.SetLocal(rec.UID, interfaces(rec.Networks))
+	p.peers.SetLocal(podOf(rec), interfaces(rec.Networks))
 }
 
 // forget drops what was kept of sandbox id of pod uid (a teardown: no
@@ -246,7 +246,7 @@ func (p *policies) forget(id, uid string) {
 	}
 	p.mu.Unlock()
 	if mine && p.peers != nil {
-		p.peers.ForgetLocal(uid)
+		p.peers.ForgetLocal(PolicyPod{UID: uid, SandboxID: id})
 	}
 }
 

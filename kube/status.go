@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/netpol/ir"
 	"github.com/nri-cni/nri-cni/plan"
 )
 
@@ -166,6 +167,18 @@ func (w *StatusWriter) CheckFailed(f attach.AttachFailure) {
 	w.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonCheckFailed,
 		"nri-cni: network %s failed CNI CHECK (not repaired; recreate the pod to get it back): %v", f.Network, f.Err)
 }
+
+// PolicyWarning implements attach.PolicySink: a Warning Event on the pod
+// whose MultiNetworkPolicy table drifted or could not be reprogrammed.
+func (w *StatusWriter) PolicyWarning(pod attach.PolicyPod, reason string, err error) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
+	w.recorder.Eventf(ref, corev1.EventTypeWarning, reason, "nri-cni: MultiNetworkPolicy of sandbox %s: %v", pod.SandboxID, err)
+}
+
+// PolicyNotes implements attach.PolicySink. Notes about policies become
+// Events on the policies in kube/mnp, which sees every render: nothing
+// here.
+func (w *StatusWriter) PolicyNotes(attach.PolicyPod, []ir.Note) {}
 
 // Pending is the number of pods and claims whose status is not written yet.
 func (w *StatusWriter) Pending() int {

@@ -41,21 +41,21 @@ func (s *PolicySource) Render(_ context.Context, t ir.Target) (ir.Ruleset, []ir.
 }
 
 // SetLocal implements attach.LocalPeers.
-func (s *PolicySource) SetLocal(uid string, ifs []ir.Interface) {
+func (s *PolicySource) SetLocal(pod attach.PolicyPod, ifs []ir.Interface) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	if s.Local == nil {
 		s.Local = map[string][]ir.Interface{}
 	}
-	s.Local[uid] = ifs
+	s.Local[pod.UID] = ifs
 }
 
 // ForgetLocal implements attach.LocalPeers.
-func (s *PolicySource) ForgetLocal(uid string) {
+func (s *PolicySource) ForgetLocal(pod attach.PolicyPod) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
-	delete(s.Local, uid)
-	s.Forgot = append(s.Forgot, uid)
+	delete(s.Local, pod.UID)
+	s.Forgot = append(s.Forgot, pod.UID)
 }
 
 // Script replaces Rules.

@@ -91,6 +91,13 @@ func (c *Cache) SetLocal(sandboxID string, pod LocalPod, ifaces []netpol.Interfa
 	out := map[string]string{}
 	c.mu.Lock()
 	old := c.local[sandboxID]
+	if sameLocal(old, sb) {
+		// attach tells a pod again at every ApplyPolicy: an unchanged
+		// value is no change (else two pods would re-render each other
+		// forever).
+		c.mu.Unlock()
+		return
+	}
 	c.removeLocal(old)
 	c.local[sandboxID] = sb
 	if c.localByNS[sb.namespace] == nil {
@@ -100,6 +107,19 @@ func (c *Cache) SetLocal(sandboxID string, pod LocalPod, ifaces []netpol.Interfa
 	c.localChanged(old, sb, out)
 	c.mu.Unlock()
 	c.notify(out)
+}
+
+func sameLocal(a, b *localSandbox) bool {
+	if a == nil || b == nil || a.namespace != b.namespace || a.name != b.name || a.uid != b.uid || len(a.ifaces) != len(b.ifaces) {
+		return false
+	}
+	for i := range a.ifaces {
+		x, y := a.ifaces[i], b.ifaces[i]
+		if x.IfName != y.IfName || x.Identity != y.Identity || !slices.Equal(x.IPs, y.IPs) {
+			return false
+		}
+	}
+	return true
 }
 
 // ForgetLocal drops a sandbox torn down (a peer IP change too).

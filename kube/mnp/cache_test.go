@@ -226,3 +226,26 @@ func TestSnapshot(t *testing.T) {
 		t.Error("SetLocal did not make a new version, or changed an old one")
 	}
 }
+
+// attach tells a pod again at every ApplyPolicy: the same value marks
+// nothing (two pods allowing each other would otherwise re-render each
+// other forever); a changed address marks the pod and its policies' pods.
+func TestSetLocalUnchangedIsNoChange(t *testing.T) {
+	c, m := setup(t)
+	c.applyPolicy(nil, cpolicy("x", "p", 1, ingressFrom(sel("app", "server"), networkingv1.NetworkPolicyPeer{PodSelector: sel("app", "client")})))
+	m.take()
+	v := c.Snapshot().Version()
+	ifs := []netpol.Interface{{IfName: "net1", Identity: netpol.Identity{NAD: "a/net"}, IPs: []netip.Addr{addr("10.1.0.1")}}}
+	c.SetLocal("sx1", LocalPod{"x", "server", "uid-server"}, slices.Clone(ifs))
+	if got := m.take(); len(got) != 0 {
+		t.Errorf("unchanged SetLocal marked %v", got)
+	}
+	if c.Snapshot().Version() != v {
+		t.Error("unchanged SetLocal made a new snapshot")
+	}
+	ifs[0].IPs = []netip.Addr{addr("10.1.0.2")}
+	c.SetLocal("sx1", LocalPod{"x", "server", "uid-server"}, ifs)
+	if got := m.take(); !slices.Contains(got, "sx1") {
+		t.Errorf("changed SetLocal marked %v, want sx1 among them", got)
+	}
+}

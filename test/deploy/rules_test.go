@@ -33,11 +33,11 @@ var allowedImports = map[string][]string{
 	"attach":                   {"plan", "cni", "netns", "netpol/ir", "state", "config", "deviceinfo"},
 	"plan":                     {"cni", "config", "state", "nadpolicy", "apis/v1alpha1"},
 	"reconcile":                {"attach", "cni", "config", "netns", "state", "loop"},
-	"kube":                     {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "loop", "kube/dra", "kube/dradevice", "kube/podresources"},
+	"kube":                     {"plan", "attach", "cni", "config", "state", "nadpolicy", "migrate", "loop", "netpol/ir", "kube/dra", "kube/dradevice", "kube/podresources"},
 	"kube/dra":                 {"plan", "cni", "config", "state", "loop", "hostroot"},
 	"kube/dradevice":           {"deviceinfo", "hostroot"},
 	"kube/podresources":        {"hostroot"},
-	"kube/mnp":                 {"attach", "netpol", "apis/multinetpol/v1beta1"},
+	"kube/mnp":                 {"attach", "netpol", "netpol/ir", "apis/multinetpol/v1beta1"},
 	"nadpolicy":                {"config"},
 	"netpol":                   {"netpol/ir", "config"}, // config: OptionsFromConfig
 	"netpol/ir":                nil,
