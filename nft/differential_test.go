@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,54 +37,65 @@ var (
 	// diffNamespaces are the Kubernetes namespaces and their labels.
 	diffNamespaces = map[string]map[string]string{"x": {"team": "red"}, "y": {"team": "blue"}}
 	httpPort       = netpol.NamedPort{Name: "http", Protocol: netpol.ProtoTCP, Port: 8080}
-	diffServer     = diffPod{ns: "x", name: "server", addr: "10.88.0.10", labels: map[string]string{"app": "server"},
+	diffServer     = diffPod{ns: "x", name: "server", addr: "10.88.0.10", addr6: "fd88::10", labels: map[string]string{"app": "server"},
 		ports: []netpol.NamedPort{httpPort, {Name: "dns", Protocol: netpol.ProtoUDP, Port: 5353}}}
 	diffClients = []diffPod{
-		{ns: "x", name: "a", addr: "10.88.0.1", labels: map[string]string{"app": "a", "role": "allowed"}, ports: []netpol.NamedPort{httpPort}},
-		{ns: "x", name: "b", addr: "10.88.0.2", labels: map[string]string{"app": "b"}, ports: []netpol.NamedPort{httpPort}},
-		{ns: "x", name: "c", addr: "10.88.0.3", labels: map[string]string{"app": "c"}, ports: []netpol.NamedPort{httpPort}},
-		{ns: "y", name: "d", addr: "10.88.0.4", labels: map[string]string{"app": "a", "role": "allowed"}, ports: []netpol.NamedPort{httpPort}},
-		{ns: "y", name: "e", addr: "10.88.0.5", labels: map[string]string{"app": "e"}}, // no named port
+		{ns: "x", name: "a", addr: "10.88.0.1", addr6: "fd88::1", labels: map[string]string{"app": "a", "role": "allowed"}, ports: []netpol.NamedPort{httpPort}},
+		{ns: "x", name: "b", addr: "10.88.0.2", addr6: "fd88::2", labels: map[string]string{"app": "b"}, ports: []netpol.NamedPort{httpPort}},
+		{ns: "x", name: "c", addr: "10.88.0.3", addr6: "fd88::3", labels: map[string]string{"app": "c"}, ports: []netpol.NamedPort{httpPort}},
+		{ns: "y", name: "d", addr: "10.88.0.4", addr6: "fd88::4", labels: map[string]string{"app": "a", "role": "allowed"}, ports: []netpol.NamedPort{httpPort}},
+		{ns: "y", name: "e", addr: "10.88.0.5", addr6: "fd88::5", labels: map[string]string{"app": "e"}}, // no named port
 	}
 	// serverPorts: the server listens on TCP and UDP on each; clients on 8080.
 	serverPorts = []int{5353, 6666, 7777, 8080}
 )
 
 type diffPod struct {
-	ns, name, addr string
-	labels         map[string]string
-	ports          []netpol.NamedPort
+	ns, name, addr, addr6 string
+	labels                map[string]string
+	ports                 []netpol.NamedPort
 }
 
-func (p diffPod) ip() netip.Addr { return netip.MustParseAddr(p.addr) }
+// ip is the pod's IPv4 or IPv6 address.
+func (p diffPod) ip(v6 bool) netip.Addr {
+	if v6 {
+		return netip.MustParseAddr(p.addr6)
+	}
+	return netip.MustParseAddr(p.addr)
+}
 
 func (p diffPod) target() netpol.Target {
 	return netpol.Target{Namespace: p.ns, Name: p.name, UID: p.ns + "/" + p.name, Labels: p.labels, NamedPorts: p.ports,
-		Interfaces: []netpol.Interface{{IfName: "net1", Identity: diffNAD, IPs: []netip.Addr{p.ip()}}}}
+		Interfaces: []netpol.Interface{{IfName: "net1", Identity: diffNAD, IPs: []netip.Addr{p.ip(false), p.ip(true)}}}}
 }
 
 func (p diffPod) peer() *netpol.Peer {
 	return &netpol.Peer{Namespace: p.ns, Name: p.name, UID: p.ns + "/" + p.name, Labels: p.labels, NamedPorts: p.ports,
-		Addrs: map[netpol.Identity][]netip.Addr{diffNAD: {p.ip()}}}
+		Addrs: map[netpol.Identity][]netip.Addr{diffNAD: {p.ip(false), p.ip(true)}}}
 }
 
 // diffProbe is one flow: from a pod to a pod's address, proto "tcp", "udp",
-// "icmp" (echo) or "sctp".
+// "icmp" (echo, ICMPv6 echo over IPv6) or "sctp", over IPv4 or IPv6.
 type diffProbe struct {
 	from, to diffPod
 	proto    string
 	port     int
+	v6       bool
 }
 
 func (p diffProbe) String() string {
-	if p.proto == "icmp" {
-		return fmt.Sprintf("%s>%s icmp", p.from.name, p.to.name)
+	s := fmt.Sprintf("%s>%s %s %d", p.from.name, p.to.name, p.proto, p.port)
+	if p.v6 {
+		s += " ipv6"
 	}
-	return fmt.Sprintf("%s>%s %s %d", p.from.name, p.to.name, p.proto, p.port)
+	return s
 }
 
+func (p diffProbe) src() string { return p.from.ip(p.v6).String() }
+func (p diffProbe) dst() string { return p.to.ip(p.v6).String() }
+
 // diffScenario is a set of policies and what the scenario is about, as a
-// few spot checks ("from>to proto port ok|ko", judged by netpol/eval before
+// few spot checks ("from>to proto port ok|ko [ipv6]", judged by netpol/eval before
 // anything is programmed: the rendering still means what the scenario says).
 type diffScenario struct {
 	name     string
@@ -107,7 +119,7 @@ func diffScenarios() []diffScenario {
 ingress:
 - from: [{podSelector: {matchLabels: {app: a}}}]`)},
 		want: []string{"a>server tcp 8080 ok", "a>server udp 5353 ok", "b>server tcp 8080 ko",
-			"d>server tcp 8080 ko", "server>b tcp 8080 ok"},
+			"d>server tcp 8080 ko", "server>b tcp 8080 ok", "a>server tcp 8080 ok ipv6", "b>server tcp 8080 ko ipv6"},
 	}, {
 		name: "ingress list",
 		policies: []*netpol.Policy{pol("x", "p", toServer+`
@@ -141,7 +153,12 @@ egress:
 			pol("x", "p2", toServer+"ingress: [{from: [{ipBlock: {cidr: 10.88.0.3/32}}]}]"),
 		},
 		want: []string{"a>server tcp 8080 ok", "b>server tcp 8080 ko", "c>server tcp 8080 ok", "e>server udp 8080 ok",
-			"server>a tcp 8080 ko", "server>b tcp 8080 ok"},
+			"server>a tcp 8080 ko", "server>b tcp 8080 ok", "a>server tcp 8080 ko ipv6", "server>b tcp 8080 ko ipv6"},
+	}, {
+		name: "ipBlock except over IPv6",
+		policies: []*netpol.Policy{pol("x", "p", toServer+`
+ingress: [{from: [{ipBlock: {cidr: "fd88::/64", except: ["fd88::2/128"]}}]}]`)},
+		want: []string{"a>server tcp 8080 ok ipv6", "b>server tcp 8080 ko ipv6", "a>server tcp 8080 ko", "server>b tcp 8080 ok ipv6"},
 	}, {
 		name: "port range with endPort",
 		policies: []*netpol.Policy{
@@ -216,14 +233,22 @@ policyTypes: [Ingress, Egress]`)},
 		policies: []*netpol.Policy{pol("x", "p", toServer+`
 ingress: [{from: [{podSelector: {matchLabels: {app: a}}}], ports: [{port: 8080}]}]`)},
 		icmp: true,
-		want: []string{"a>server tcp 8080 ok", "a>server icmp 0 ko", "b>server icmp 0 ko", "server>a icmp 0 ok"},
+		want: []string{"a>server tcp 8080 ok", "a>server icmp 0 ko", "b>server icmp 0 ko", "server>a icmp 0 ok",
+			"a>server icmp 0 ko ipv6"},
 	}, {
 		name: "ICMP on: pings pass an isolated interface",
 		policies: []*netpol.Policy{pol("x", "p", toServer+`
 policyTypes: [Ingress]`)},
 		opts: netpol.Options{AcceptICMP: true},
 		icmp: true,
-		want: []string{"a>server icmp 0 ok", "a>server tcp 8080 ko"},
+		want: []string{"a>server icmp 0 ok", "a>server tcp 8080 ko", "a>server icmp 0 ko ipv6"},
+	}, {
+		name: "ICMPv6 on: pings pass an isolated interface over IPv6",
+		policies: []*netpol.Policy{pol("x", "p", toServer+`
+policyTypes: [Ingress]`)},
+		opts: netpol.Options{AcceptICMPv6: true},
+		icmp: true,
+		want: []string{"a>server icmp 0 ok ipv6", "a>server icmp 0 ko", "a>server tcp 8080 ko ipv6"},
 	}, {
 		name: "SCTP is not TCP",
 		policies: []*netpol.Policy{pol("x", "p", toServer+`
@@ -245,20 +270,31 @@ func TestDifferentialRealTrafficMatchesEval(t *testing.T) {
 			for _, pod := range cl.pods {
 				apply(t, p, cl.netns[pod.name], rules[pod.name])
 			}
+			// Probes run 8 at a time: a blocked one costs its whole wait.
+			got := make([]bool, len(probes))
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 8)
+			for i, pr := range probes {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					// A flow that must pass gets a few tries (scheduling
+					// noise); one that must not, one.
+					want := judge(rules, pr)
+					for try := 0; try < 3 && !got[i] && (try == 0 || want); try++ {
+						got[i] = cl.reaches(t, pr)
+					}
+				}()
+			}
+			wg.Wait()
 			passed := 0
-			for _, pr := range probes {
-				want := judge(rules, pr)
-				got := false
-				// A flow that must pass gets a few tries (scheduling noise);
-				// one that must not, one.
-				for try := 0; try < 3 && !got && (try == 0 || want); try++ {
-					got = cl.reaches(t, pr)
-				}
-				if got != want {
+			for i, pr := range probes {
+				if want := judge(rules, pr); got[i] != want {
 					t.Errorf("%s: real traffic %s, netpol/eval says %s\nrules of %s:\n%s\nrules of %s:\n%s",
-						pr, verdictWord(got), verdictWord(want), pr.from.name, rules[pr.from.name], pr.to.name, rules[pr.to.name])
+						pr, verdictWord(got[i]), verdictWord(want), pr.from.name, rules[pr.from.name], pr.to.name, rules[pr.to.name])
 				}
-				if got {
+				if got[i] {
 					passed++
 				}
 			}
@@ -302,21 +338,25 @@ func renderAll(t *testing.T, sc diffScenario) map[string]netpol.Ruleset {
 // the scenario's protocols and ports.
 func (sc diffScenario) probes() []diffProbe {
 	var out []diffProbe
+	s := diffServer
 	for _, c := range diffClients {
 		switch {
 		case sc.sctp:
-			out = append(out, diffProbe{c, diffServer, "sctp", 7777}, diffProbe{c, diffServer, "tcp", 7777})
+			out = append(out, diffProbe{c, s, "sctp", 7777, false}, diffProbe{c, s, "tcp", 7777, false})
 		default:
-			out = append(out, diffProbe{c, diffServer, "tcp", 8080}, diffProbe{c, diffServer, "udp", 8080},
-				diffProbe{c, diffServer, "tcp", 6666}, diffProbe{c, diffServer, "udp", 5353},
-				diffProbe{diffServer, c, "tcp", 8080}, diffProbe{diffServer, c, "udp", 8080})
+			out = append(out, diffProbe{c, s, "tcp", 8080, false}, diffProbe{c, s, "udp", 8080, false},
+				diffProbe{c, s, "tcp", 6666, false}, diffProbe{c, s, "udp", 5353, false},
+				diffProbe{s, c, "tcp", 8080, false}, diffProbe{s, c, "udp", 8080, false},
+				// IPv6: the families of the rules, ND on isolated interfaces.
+				diffProbe{c, s, "tcp", 8080, true}, diffProbe{c, s, "udp", 5353, true}, diffProbe{s, c, "tcp", 8080, true})
 		}
 		if sc.icmp {
-			out = append(out, diffProbe{c, diffServer, "icmp", 0}, diffProbe{diffServer, c, "icmp", 0})
+			out = append(out, diffProbe{c, s, "icmp", 0, false}, diffProbe{s, c, "icmp", 0, false},
+				diffProbe{c, s, "icmp", 0, true}, diffProbe{s, c, "icmp", 0, true})
 		}
 	}
 	if sc.self {
-		out = append(out, diffProbe{diffServer, diffServer, "tcp", 8080}, diffProbe{diffServer, diffServer, "udp", 5353})
+		out = append(out, diffProbe{s, s, "tcp", 8080, false}, diffProbe{s, s, "udp", 5353, false}, diffProbe{s, s, "tcp", 8080, true})
 	}
 	return out
 }
@@ -337,14 +377,19 @@ func judge(rules map[string]netpol.Ruleset, pr diffProbe) bool {
 	reply.Established, reply.Port = true, 0
 	if pr.proto == "icmp" {
 		pkt.Port, pkt.ICMPType = 0, 8 // echo request; the reply is type 0
+		if pr.v6 {
+			pkt.Protocol, pkt.ICMPType = netpol.ProtoICMPv6, 128
+		}
+		reply.Protocol = pkt.Protocol
 	}
 	pass := func(rs netpol.Ruleset, d netpol.Direction, peer netip.Addr, p eval.Packet) bool {
 		p.Direction, p.Peer = d, peer
 		return eval.Judge(rs, p) == netpol.Accept
 	}
 	client, server := rules[pr.from.name], rules[pr.to.name]
-	return pass(client, netpol.Egress, pr.to.ip(), pkt) && pass(server, netpol.Ingress, pr.from.ip(), pkt) &&
-		pass(server, netpol.Egress, pr.from.ip(), reply) && pass(client, netpol.Ingress, pr.to.ip(), reply)
+	src, dst := pr.from.ip(pr.v6), pr.to.ip(pr.v6)
+	return pass(client, netpol.Egress, dst, pkt) && pass(server, netpol.Ingress, src, pkt) &&
+		pass(server, netpol.Egress, src, reply) && pass(client, netpol.Ingress, dst, reply)
 }
 
 // checkWant checks the scenario's spot checks against netpol/eval.
@@ -357,10 +402,11 @@ func checkWant(t *testing.T, sc diffScenario, rules map[string]netpol.Ruleset) {
 	for _, w := range sc.want {
 		f := strings.Fields(w)
 		from, to, _ := strings.Cut(f[0], ">")
-		require.Len(t, f, 4, "spot check %q: want \"from>to proto port ok|ko\"", w)
+		v6 := len(f) == 5 && f[4] == "ipv6"
+		require.True(t, len(f) == 4 || v6, "spot check %q: want \"from>to proto port ok|ko [ipv6]\"", w)
 		port, err := strconv.Atoi(f[2])
 		require.NoError(t, err, "spot check %q", w)
-		pr := diffProbe{from: byName[from], to: byName[to], proto: f[1], port: port}
+		pr := diffProbe{from: byName[from], to: byName[to], proto: f[1], port: port, v6: v6}
 		require.NotEmpty(t, pr.from.name+pr.to.name, "spot check %q: unknown pod", w)
 		if got := judge(rules, pr); got != (f[3] == "ok") {
 			t.Errorf("spot check %q: netpol/eval says %s\nrules of %s:\n%s\nrules of %s:\n%s",
@@ -392,7 +438,7 @@ func newCluster(t *testing.T, sctp bool) *cluster {
 		n := newNS(t)
 		cl.netns[p.name] = n
 		port := "port" + strconv.Itoa(i)
-		link(t, n, "net1", []string{p.addr + "/24"}, sw, port, nil)
+		link(t, n, "net1", []string{p.addr + "/24", p.addr6 + "/64"}, sw, port, nil)
 		require.NoError(t, sw.Do(func(ns.NetNS) error {
 			l, err := netlink.LinkByName(port)
 			if err != nil {
@@ -415,9 +461,11 @@ func newCluster(t *testing.T, sctp bool) *cluster {
 	}
 	for _, port := range serverPorts {
 		serve(t, server, diffServer.addr, port)
+		serve(t, server, diffServer.addr6, port)
 	}
 	for _, c := range diffClients {
 		serve(t, cl.netns[c.name], c.addr, 8080)
+		serve(t, cl.netns[c.name], c.addr6, 8080)
 	}
 	return cl
 }
@@ -428,42 +476,48 @@ func (cl *cluster) reaches(t *testing.T, pr diffProbe) bool {
 	n := cl.netns[pr.from.name]
 	switch pr.proto {
 	case "icmp":
-		return pings(t, n, pr.from.addr, pr.to.addr)
+		return pings(t, n, pr.src(), pr.dst())
 	case "sctp":
-		return sctpReaches(t, n, pr.from.addr, pr.to.addr, pr.port)
+		return sctpReaches(t, n, pr.src(), pr.dst(), pr.port)
 	}
-	return reaches(t, n, pr.proto, pr.from.addr, pr.to.addr, pr.port)
+	return reaches(t, n, pr.proto, pr.src(), pr.dst(), pr.port)
 }
 
 var pingSeq atomic.Uint32
 
-// pings says whether an ICMP echo request from src (in n) to dst (IPv4)
-// gets its reply.
+// pings says whether an ICMP (IPv6: ICMPv6) echo request from src (in n)
+// to dst gets its reply.
 func pings(tb testing.TB, n ns.NetNS, src, dst string) bool {
 	tb.Helper()
+	network, request, reply := "ip4:icmp", byte(8), byte(0)
+	if netip.MustParseAddr(dst).Is6() {
+		network, request, reply = "ip6:ipv6-icmp", 128, 129 // the kernel fills in the checksum
+	}
 	var ok bool
 	require.NoError(tb, n.Do(func(ns.NetNS) error {
-		c, err := net.ListenPacket("ip4:icmp", src)
+		c, err := net.ListenPacket(network, src)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		id, seq := uint16(os.Getpid()), uint16(pingSeq.Add(1))
-		msg := []byte{8, 0, 0, 0, 0, 0, 0, 0, 'n', 'r', 'i'}
+		msg := []byte{request, 0, 0, 0, 0, 0, 0, 0, 'n', 'r', 'i'}
 		binary.BigEndian.PutUint16(msg[4:], id)
 		binary.BigEndian.PutUint16(msg[6:], seq)
-		binary.BigEndian.PutUint16(msg[2:], icmpChecksum(msg))
+		if request == 8 {
+			binary.BigEndian.PutUint16(msg[2:], icmpChecksum(msg))
+		}
 		if _, err := c.WriteTo(msg, &net.IPAddr{IP: net.ParseIP(dst)}); err != nil {
 			return nil
 		}
 		_ = c.SetReadDeadline(time.Now().Add(probeWait))
 		buf := make([]byte, 1500)
 		for {
-			k, from, err := c.ReadFrom(buf) // the IPv4 header is stripped
+			k, from, err := c.ReadFrom(buf) // without the IP header
 			if err != nil {
 				return nil // no reply: blocked
 			}
-			if k >= 8 && buf[0] == 0 && from.String() == dst &&
+			if k >= 8 && buf[0] == reply && from.String() == dst &&
 				binary.BigEndian.Uint16(buf[4:]) == id && binary.BigEndian.Uint16(buf[6:]) == seq {
 				ok = true
 				return nil
