@@ -15,19 +15,27 @@ import (
 // API client: the attach path cannot call the API server. Only kube/ does.
 func TestCorePackagesDoNotImportClientGo(t *testing.T) {
 	for _, pkg := range []string{"./cmd/nri-cni", "./hook/nri", "./hook/oci", "./plan", "./attach", "./reconcile", "./cni", "./netns", "./state", "./config", "./metrics", "./nadpolicy", "./migrate", "./deviceinfo"} {
-		cmd := exec.Command("go", "list", "-deps", pkg)
-		cmd.Dir = harness.RepoRoot()
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.HasPrefix(dep, "k8s.io/client-go") {
-				t.Errorf("%s depends on %s: only kube/ may use the API client", pkg, dep)
-				break
-			}
+		if dep := firstDep(t, pkg, "k8s.io/client-go"); dep != "" {
+			t.Errorf("%s depends on %s: only kube/ may use the API client", pkg, dep)
 		}
 	}
+}
+
+// firstDep is the first of pkg's dependencies (go list -deps) under prefix.
+func firstDep(t *testing.T, pkg, prefix string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd.Dir = harness.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, prefix) {
+			return dep
+		}
+	}
+	return ""
 }
 
 // The node's binary (nri-cni: NRI plugin and OCI hook) carries no
@@ -36,20 +44,8 @@ func TestCorePackagesDoNotImportClientGo(t *testing.T) {
 // MB instead of 19.6 MB when attach imported netpol).
 func TestNodeBinaryHasNoKubernetesAPITypes(t *testing.T) {
 	for _, pkg := range []string{"./cmd/nri-cni", "./attach", "./netpol/ir", "./nft"} {
-		if _, err := os.Stat(filepath.Join(harness.RepoRoot(), pkg)); err != nil {
-			continue // ./nft before it exists
-		}
-		cmd := exec.Command("go", "list", "-deps", pkg)
-		cmd.Dir = harness.RepoRoot()
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.HasPrefix(dep, "k8s.io/api/") {
-				t.Errorf("%s depends on %s: Kubernetes API types stay out of the node's binary", pkg, dep)
-				break
-			}
+		if dep := firstDep(t, pkg, "k8s.io/api/"); dep != "" {
+			t.Errorf("%s depends on %s: Kubernetes API types stay out of the node's binary", pkg, dep)
 		}
 	}
 }
