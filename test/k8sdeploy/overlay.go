@@ -240,9 +240,24 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 	if err != nil {
 		return nil, fmt.Errorf("overlay: %w", err)
 	}
+	// MultiNetworkPolicy: the CRD and deploy/multinetworkpolicy (a
+	// Component: its RBAC, its admission policy and an nri.conf patch).
+	// kustomize applies a kustomization's components before its own
+	// patches, so the overlay's configmap.json replaces the component's
+	// nri.conf: enforcement stays as EditConfig above leaves it (off), and
+	// a test turns it on with the objects it needs already there.
+	mnpCRD, err := filepath.Rel(o.Dir, filepath.Join(filepath.Dir(b.Dir), "crds", "multinetworkpolicy"))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	mnp, err := filepath.Rel(o.Dir, filepath.Join(filepath.Dir(b.Dir), "multinetworkpolicy"))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
 	kust := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-		"resources": []string{base, hotplugRBAC},
+		"resources":  []string{base, hotplugRBAC, mnpCRD},
+		"components": []string{mnp},
 		"patches": []map[string]any{
 			{"path": "daemonset.json", "target": map[string]string{"kind": "DaemonSet", "name": b.DaemonSet.Name}},
 			{"path": "configmap.json", "target": map[string]string{"kind": "ConfigMap", "name": b.ConfigMap.Name}},
