@@ -452,3 +452,15 @@ func (m *Manager) Quarantine(ctx context.Context, id string) error { return m.po
 // programmed, the feature just turned on, is programmed then). Nil when
 // off.
 func (m *Manager) PolicySandboxes() []string { return m.pol.sandboxes() }
+
+// RemovePolicies is MultiNetworkPolicy turned off (an admin's act in
+// nri.conf): every attached pod whose record says nri-cni programmed its
+// table gets it deleted through fw, its quarantined interfaces set up
+// again and the record's policy cleared, so the pod is as it would be
+// without the feature and an upstream daemon can take over. links sets
+// interfaces up (nil: netns.SetLinksUp). A pod busy past
+// BackgroundLockWait is left for the next call (ErrBusy in err); removed
+// counts the tables deleted.
+func (m *Manager) RemovePolicies(ctx context.Context, fw Firewall, links func(path string, ifnames []string, up bool) error) (removed int, err error) {
+	return removePolicies(ctx, m, fw, links)
+}

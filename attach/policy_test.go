@@ -456,3 +456,32 @@ func TestPolicyOff(t *testing.T) {
 	assert.NoError(t, kf.Mgr.ApplyPolicy(context.Background(), "sb1"))
 	assert.NoError(t, kf.Mgr.Quarantine(context.Background(), "sb1"))
 }
+
+// MultiNetworkPolicy turned off: nri-cni (now without the feature) deletes
+// the tables it programmed, sets quarantined interfaces up again and
+// clears the records; pods it never programmed are not touched.
+func TestRemovePoliciesWhenTurnedOff(t *testing.T) {
+	kf := newPolicyFixture(t)
+	_, err := kf.Mgr.Attach(context.Background(), attachtest.NPWGPod("sb1", "net-a"))
+	require.NoError(t, err)
+	require.NoError(t, kf.Mgr.Quarantine(context.Background(), "sb1"))
+	require.NotNil(t, policyOf(t, kf, "sb1"))
+	fw, links := kf.Firewall, kf.Links
+	before := len(fw.Applied())
+
+	off := attach.New(kf.Cfg, attach.Deps{Engine: kf.Engine, Netns: kf.Netns, Store: kf.Store})
+	removed, err := off.RemovePolicies(context.Background(), fw, links.SetUp)
+	require.NoError(t, err)
+	assert.Equal(t, 1, removed)
+	calls := fw.Applied()
+	require.Len(t, calls, before+1)
+	assert.True(t, calls[before].Ruleset.Empty(), "the table deleted (an empty ruleset)")
+	assert.Equal(t, "", fw.Table(podNetns))
+	assert.Nil(t, policyOf(t, kf, "sb1"), "the record's policy cleared")
+	assert.Contains(t, links.In(podNetns), "up net1", "the quarantine ended")
+
+	removed, err = off.RemovePolicies(context.Background(), fw, links.SetUp)
+	require.NoError(t, err)
+	assert.Zero(t, removed, "nothing left to remove")
+	assert.Len(t, fw.Applied(), before+1)
+}

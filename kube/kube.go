@@ -40,6 +40,9 @@ type Clients struct {
 	NodeName string
 	// Host is the API server's address (for the startup log).
 	Host string
+	// REST is the tuned config the clients were built from (typed clients
+	// of other groups: MultiNetworkPolicies).
+	REST *rest.Config
 }
 
 // NewClients builds the clients from the kubernetes section: its kubeconfig,
@@ -82,7 +85,7 @@ func NewClientsFor(rc *rest.Config, node string) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Core: core, NAD: nad, NodeName: node, Host: rc.Host}, nil
+	return &Clients{Core: core, NAD: nad, NodeName: node, Host: rc.Host, REST: rc}, nil
 }
 
 // clientsFor builds the core and NAD clients of rc.
@@ -102,6 +105,8 @@ func clientsFor(rc *rest.Config) (kubernetes.Interface, nadclient.Interface, err
 type Mode struct {
 	Source *NADSource
 	Status *StatusWriter
+	// Recorder raises Events (core/v1, rate-limited by client-go).
+	Recorder record.EventRecorder
 }
 
 // Options tunes Start.
@@ -141,7 +146,7 @@ func Start(ctx context.Context, c *Clients, log *logrus.Entry, o Options) *Mode 
 	}
 	m := &Mode{Source: NewNADSource(c.NAD, NADSourceOptions{Resync: o.Resync, Policy: o.NADPolicy,
 		MaxConfigBytes: o.MaxNADConfigBytes, MaxCacheBytes: o.MaxNADCacheBytes, Log: log.WithField("cache", "nad")}),
-		Status: NewStatusWriter(c.Core, rec, log, o.Status)}
+		Status: NewStatusWriter(c.Core, rec, log, o.Status), Recorder: rec}
 	go m.Source.Run(ctx)
 	go m.Status.Run(ctx, o.Workers)
 	return m

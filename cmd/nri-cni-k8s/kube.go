@@ -51,12 +51,22 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 	if f := multus.Primary(); f != "" && k.NPWG() {
 		log.WithField("file", f).Warn("Kubernetes mode: Multus is this node's primary network: the NPWG annotation and network-status are left to it (nri-cni.io/networks still works)")
 	}
+	pol, err := startPolicy(k, clients, mode, log)
+	if err != nil {
+		return nil, err
+	}
 	km := &cli.KubeMode{NADs: mode.Source, Sink: mode.Status, Multus: multus.Primary, Ready: func() error {
 		if !mode.Source.HasSynced() {
 			return errors.New("the NetworkAttachmentDefinition cache has not synced yet")
 		}
+		if pol != nil {
+			return pol.ready()
+		}
 		return nil
 	}}
+	if pol != nil {
+		km.Policy, km.Firewall = pol.source, pol.firewall
+	}
 	// Device plugin resources of NADs: the kubelet's PodResources API (no
 	// I/O until a pod needs it) and the NPWG device-info directory, host
 	// paths resolved inside pluginRoot when that is set.
@@ -102,8 +112,20 @@ func startKubernetes(ctx context.Context, cfg config.Config, getenv func(string)
 		// Each status written is recorded: a restart writes only those
 		// it did not confirm (the fleet's restart storm, docs/scale.md).
 		mode.Status.OnWritten(mgr.StatusWritten)
+		if pol != nil {
+			pol.start(ctx, mgr, st.Metrics)
+		} else {
+			go removePolicies(ctx, mgr, log)
+		}
 		if k.HotplugOn() {
-			w := kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+			var w *kube.PodWatcher
+			if pol != nil {
+				// One pod watch on the node: MultiNetworkPolicy's
+				// reflector feeds hot-plug this node's pods.
+				w = kube.NewSharedPodWatcher(pol.m.LocalPods(), mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+			} else {
+				w = kube.NewPodWatcher(clients.Core, clients.NodeName, mgr, log.WithField("component", "hotplug"), kube.PodWatchOptions{})
+			}
 			resync.AfterSync(w.ResyncAll)
 			go w.Run(ctx, 0)
 			log.WithField("node", clients.NodeName).Info("hot-plug on: pods' networks follow their networks annotation")

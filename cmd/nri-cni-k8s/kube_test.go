@@ -84,4 +84,20 @@ current-context: x
 	assert.NotNil(t, km.Sink, "a status sink")
 	assert.NotNil(t, km.Multus, "the Multus check")
 	require.NotNil(t, km.Start, "starts hot-plug's pod watcher once the engine exists (when hotplug is on)")
+	assert.Nil(t, km.Policy, "MultiNetworkPolicy off: no policy source")
+	assert.Nil(t, km.Firewall, "MultiNetworkPolicy off: no firewall")
+
+	// MultiNetworkPolicy on: the engine gets the source and the firewall,
+	// and readiness waits for the caches (the API server is unreachable).
+	cfg.Kubernetes.MultiNetworkPolicy = &config.MultiNetworkPolicyConfig{Enabled: true}
+	km, err = startKubernetes(ctx, cfg, getenv, log)
+	require.NoError(t, err)
+	assert.NotNil(t, km.Policy, "a policy source")
+	assert.NotNil(t, km.Firewall, "a firewall")
+	assert.Error(t, km.Ready())
+	clients, err := kube.NewClients(cfg.Kubernetes, getenv)
+	require.NoError(t, err)
+	pol, err := startPolicy(cfg.Kubernetes, clients, &kube.Mode{}, log)
+	require.NoError(t, err)
+	assert.ErrorContains(t, pol.ready(), "MultiNetworkPolicy caches have not synced")
 }

@@ -66,6 +66,9 @@ type KubeMode struct {
 	// (the kubelet's PodResources API, the NPWG device-info files).
 	Devices    attach.DeviceSource
 	DeviceInfo attach.DeviceInfoFiles
+	// Policy and Firewall enforce MultiNetworkPolicy (both nil when off).
+	Policy   attach.PolicySource
+	Firewall attach.Firewall
 	// Start, if set, starts what needs the engine (hot-plug's pod
 	// watcher, the DRA driver) once it is built.
 	Start func(Started) error

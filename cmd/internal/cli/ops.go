@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,12 +60,21 @@ func statusCmd(ctx context.Context, a *app, args []string) int {
 		IfName    string    `json:"ifname"`
 		IPs       []string  `json:"ips"`
 		Created   time.Time `json:"created"`
+		// PolicyDigest: the MultiNetworkPolicy table programmed in the
+		// pod's netns; Quarantined: the interface is down until it is
+		// programmed again.
+		PolicyDigest string `json:"policyDigest,omitempty"`
+		Quarantined  bool   `json:"quarantined,omitempty"`
 	}
 	rows := []row{}
 	for _, r := range recs {
 		for _, n := range r.Networks {
-			rows = append(rows, row{Pod: r.Name, Namespace: r.Namespace, Sandbox: r.ID, Kind: r.Kind, Phase: string(r.Phase),
-				Netns: r.Netns, Network: n.Name, IfName: n.IfName, IPs: n.IPs, Created: r.Created})
+			rw := row{Pod: r.Name, Namespace: r.Namespace, Sandbox: r.ID, Kind: r.Kind, Phase: string(r.Phase),
+				Netns: r.Netns, Network: n.Name, IfName: n.IfName, IPs: n.IPs, Created: r.Created}
+			if r.Policy != nil {
+				rw.PolicyDigest, rw.Quarantined = r.Policy.Digest, slices.Contains(r.Policy.Quarantined, n.IfName)
+			}
+			rows = append(rows, rw)
 		}
 	}
 	if *asJSON {

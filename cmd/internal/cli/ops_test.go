@@ -26,6 +26,10 @@ func TestStatus(t *testing.T) {
 	require.NoError(t, store.Put(&state.Record{ID: "abcdef0123456789", Kind: "pod", Namespace: "shop", Name: "web",
 		Netns: "/run/netns/cni-1", Phase: state.PhaseAttached, Created: time.Now().Add(-time.Minute),
 		Networks: []state.Network{{Name: "sec", IfName: "net1", IPs: []string{"10.1.0.5/24"}}}}))
+	require.NoError(t, store.Put(&state.Record{ID: "fedcba9876543210", Kind: "pod", Namespace: "shop", Name: "db",
+		Netns: "/run/netns/cni-2", Phase: state.PhaseAttached, Created: time.Now().Add(-time.Minute),
+		Networks: []state.Network{{Name: "sec", IfName: "net1"}, {Name: "sec2", IfName: "net2"}},
+		Policy:   &state.Policy{Digest: "d1", Quarantined: []string{"net2"}}}))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "state", "broken.json"), []byte("{"), 0o600))
 
 	code, out, errOut := runApp(t, nil, "status", "--config", cfg)
@@ -38,9 +42,18 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, 0, code)
 	var rows []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
-	require.Len(t, rows, 1)
-	assert.Equal(t, "net1", rows[0]["ifname"])
-	assert.Equal(t, "/run/netns/cni-1", rows[0]["netns"])
+	require.Len(t, rows, 3)
+	byIf := map[string]map[string]any{}
+	for _, r := range rows {
+		byIf[r["pod"].(string)+"/"+r["ifname"].(string)] = r
+	}
+	assert.Equal(t, "/run/netns/cni-1", byIf["web/net1"]["netns"])
+	assert.NotContains(t, byIf["web/net1"], "policyDigest", "no MultiNetworkPolicy table")
+	// MultiNetworkPolicy: the digest programmed, and which interface is
+	// quarantined.
+	assert.Equal(t, "d1", byIf["db/net1"]["policyDigest"])
+	assert.NotContains(t, byIf["db/net1"], "quarantined")
+	assert.Equal(t, true, byIf["db/net2"]["quarantined"])
 }
 
 func TestInstallPlugins(t *testing.T) {

@@ -68,6 +68,7 @@ func runExternal(ctx context.Context, a *app, args []string) int {
 		}
 		deps.NADs, deps.Sink, deps.Multus, deps.Claims = kube.NADs, kube.Sink, kube.Multus, kube.Claims
 		deps.Devices, deps.DeviceInfo = kube.Devices, kube.DeviceInfo
+		deps.Policy, deps.Firewall = kube.Policy, kube.Firewall
 	} else {
 		log.Debug("Kubernetes mode off (no kubernetes section): no API client")
 	}
