@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	mnpv1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
 	"github.com/nri-cni/nri-cni/netpol"
@@ -42,14 +43,32 @@ const (
 	passTries   = 3
 	passTimeout = 2 * time.Second
 	failTimeout = time.Second
+	// pollTimeout: one try while waiting for an update's effect (the
+	// resolution of the latencies logged; a bridge on this host answers in
+	// well under a millisecond).
+	pollTimeout = 250 * time.Millisecond
 )
 
-// withMNP turns kubernetes.multiNetworkPolicy on for the test (the overlay
-// applies the CRD and deploy/multinetworkpolicy's RBAC and admission
-// policy, and leaves enforcement off): nri-cni restarts with it, and again
-// without it at the end.
+// withMNP makes sure kubernetes.multiNetworkPolicy is on for the test.
+// The overlay turns it on tier-wide (with the CRD and
+// deploy/multinetworkpolicy's RBAC and admission policy); a deployment
+// without it gets it here: nri-cni restarts with it, and again without it
+// at the end.
 func (f *fixture) withMNP() {
 	f.t.Helper()
+	cm, err := f.k.CoreV1().ConfigMaps("kube-system").Get(f.ctx, "nri-cni", metav1.GetOptions{})
+	require.NoError(f.t, err)
+	var conf struct {
+		Kubernetes struct {
+			MultiNetworkPolicy struct {
+				Enabled bool `json:"enabled"`
+			} `json:"multiNetworkPolicy"`
+		} `json:"kubernetes"`
+	}
+	require.NoError(f.t, yaml.Unmarshal([]byte(cm.Data["nri.conf"]), &conf))
+	if conf.Kubernetes.MultiNetworkPolicy.Enabled {
+		return
+	}
 	f.withNRIConf(func(conf map[string]any) {
 		k, _ := conf["kubernetes"].(map[string]any)
 		require.NotNil(f.t, k, "nri.conf has a kubernetes section")
@@ -253,15 +272,16 @@ func (f *fixture) mustFail(c conn) {
 	}
 }
 
-// untilEffect probes c (one try of failTimeout each) until it passes
-// (wantPass) or fails, and returns when that was first seen.
+// untilEffect probes c (one try of pollTimeout each) until it passes
+// (wantPass) or fails, and returns when the probe that showed it started
+// (its packets left then: the effect was in place).
 func (f *fixture) untilEffect(c conn, wantPass bool) time.Time {
 	f.t.Helper()
 	var seen time.Time
 	f.waitFor(fmt.Sprintf("%s %s", c, map[bool]string{true: "passes", false: "is refused"}[wantPass]), waitLong,
 		func() (bool, string) {
-			err := dial(c.fromNetns, c.proto, c.addr, failTimeout)
 			seen = time.Now()
+			err := dial(c.fromNetns, c.proto, c.addr, pollTimeout)
 			return (err == nil) == wantPass, fmt.Sprint(err)
 		})
 	return seen

@@ -260,4 +260,13 @@ func TestMultiNetworkPolicy(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, slices.Contains(tables, nft.TableName), "inet %s in the claim pod's netns: %v", nft.TableName, tables)
 	})
+
+	// nri-cni's own measure of the bound (cache saw a change → an affected
+	// pod's rules applied): logged, not asserted.
+	const h = "nri_cni_mnp_propagation_seconds"
+	if n := f.metric(h + "_count"); n > 0 {
+		t.Logf("%s: %.0f changes applied, mean %s, %.0f within 250 ms, %.0f within 1 s", h, n,
+			time.Duration(f.metric(h+"_sum")/n*float64(time.Second)).Round(time.Millisecond),
+			f.metric(h+`_bucket{le="0.25"}`), f.metric(h+`_bucket{le="1"}`))
+	}
 }
