@@ -164,6 +164,7 @@ func TestMultiNetworkPolicy(t *testing.T) {
 		for _, p := range []string{tcp, udp} {
 			code, out := f.probePod(nsA, "probe-denied-"+p, p, addr["server"], onNet, "role", "other")
 			assert.EqualValues(t, 3, code, "denied %s probe: %s", p, out)
+			t.Logf("denied %s probe: exit %d, %q", p, code, out)
 		}
 		// Allowed by the server but its own egress denied (a policy that
 		// selects the probe pod): the table was in its netns before its
@@ -174,10 +175,12 @@ func TestMultiNetworkPolicy(t *testing.T) {
 		})
 		code, out := f.probePod(nsA, "probe-egress", tcp, addr["server"], onNet, "role", "client", "probe", "egress-denied")
 		assert.EqualValues(t, 3, code, "egress-denied probe: %s", out)
+		t.Logf("egress-denied probe: exit %d, %q", code, out)
 		// The control: allowed both ways (TCP: the SYN retried while the
 		// server's rules learn the new peer's address).
 		code, out = f.probePod(nsA, "probe-allowed", tcp, addr["server"], onNet, "role", "client")
 		assert.EqualValues(t, 0, code, "allowed probe: %s", out)
+		t.Logf("allowed probe: exit %d, %q", code, out)
 	})
 
 	step("label change: refused becomes allowed", func() {
