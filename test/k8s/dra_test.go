@@ -89,7 +89,9 @@ func TestDRAClaimAttachesAndReports(t *testing.T) {
 		k := ev.Verb + " " + ev.ObjectRef.Resource + "/" + ev.ObjectRef.Subresource
 		switch k {
 		case "get resourceclaims/", "patch resourceclaims/status", "patch pods/", "watch network-attachment-definitions/",
-			"watch resourceslices/", "list resourceslices/", "update resourceslices/", "create resourceslices/":
+			"watch resourceslices/", "list resourceslices/", "update resourceslices/", "create resourceslices/",
+			// MultiNetworkPolicy's informers (on in the tier) re-watching.
+			"watch namespaces/", "watch multi-networkpolicies/":
 		default:
 			t.Errorf("unexpected API request by nri-cni while a claim pod started: %s %s", ev.Verb, ev.RequestURI)
 		}

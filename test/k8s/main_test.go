@@ -4,7 +4,8 @@
 // the way `make image` builds it, imported into the node's containerd, and
 // deploy/base applied with `kubectl apply -k` through an overlay that changes
 // only what isolation needs (host paths, the NRI socket's directory, the
-// metrics port, the example network's bridge and subnet, imagePullPolicy).
+// metrics port, the example network's bridge and subnet, imagePullPolicy)
+// and turns on what the tier tests on top (hot-plug, MultiNetworkPolicy).
 // Every scenario works through the Kubernetes API, as a user would, and
 // checks the node: the pod's netns, nri-cni's records, host-local's address
 // files, libcni's cache and the bridge's ports. Root only; in `make test` and
@@ -134,7 +135,9 @@ func (e *env) setup(ctx context.Context, logf func(string, ...any)) error {
 	}
 	logf("cluster up and image built in %s", time.Since(t0).Round(time.Millisecond))
 	t1 := time.Now()
-	if e.d, err = k8sdeploy.Deploy(ctx, e.c, filepath.Join(e.dir, "deploy"), tar); err != nil {
+	// MultiNetworkPolicy enforced tier-wide: every test's pods run under
+	// it (selected by no policy but TestMultiNetworkPolicy's).
+	if e.d, err = k8sdeploy.Deploy(ctx, e.c, filepath.Join(e.dir, "deploy"), tar, k8sdeploy.WithMultiNetworkPolicy()); err != nil {
 		return err
 	}
 	e.o = e.d.Overlay

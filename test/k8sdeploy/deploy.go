@@ -53,12 +53,12 @@ type Deployed struct {
 // dir (WriteOverlay), applies it with `kubectl apply -k` and waits until the
 // DaemonSet's pod is Running and Ready and the runtime has logged nri-cni's
 // registration. On error what it did is undone.
-func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string) (d *Deployed, err error) {
+func Deploy(ctx context.Context, c *cluster.Cluster, dir, imageTar string, opts ...Option) (d *Deployed, err error) {
 	if err := c.LoadImage(ctx, imageTar); err != nil {
 		return nil, err
 	}
 	host, port := c.APIServerHostPort()
-	o, err := WriteOverlay(ctx, dir, c.Runtime(), c.Kubectl, host, port, c.KubeletRootDir)
+	o, err := WriteOverlay(ctx, dir, c.Runtime(), c.Kubectl, host, port, c.KubeletRootDir, opts...)
 	if err != nil {
 		return nil, err
 	}

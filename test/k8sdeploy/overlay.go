@@ -4,7 +4,9 @@
 // with `kubectl apply -k` through a kustomize overlay that changes only what
 // isolation from the host and from other runs needs (host paths, the NRI
 // socket's directory, the metrics port, the example network's bridge and
-// subnet, imagePullPolicy Never). Used by the Kubernetes e2e tiers (test/k8s,
+// subnet, imagePullPolicy Never) plus what the tiers test on top of
+// deploy/base (hot-plug; MultiNetworkPolicy's CRD and component, enforcing
+// with WithMultiNetworkPolicy). Used by the Kubernetes e2e tiers (test/k8s,
 // test/k8scrio), `make demo-k8s` and the k8s section of `make bench`. Like
 // the harness, it does not import "testing".
 package k8sdeploy
@@ -95,9 +97,20 @@ type Overlay struct {
 	// mounted at their host paths (the kubelet dials the path the plugin
 	// registers) and nri.conf's kubernetes.dra.kubeletDir names it.
 	KubeletDir string
+	// MultiNetworkPolicy: nri.conf's kubernetes.multiNetworkPolicy.enabled
+	// (WithMultiNetworkPolicy). The CRD and deploy/multinetworkpolicy's
+	// RBAC and admission policy are applied either way.
+	MultiNetworkPolicy bool
 
 	unshare, unroot func() error
 }
+
+// Option changes what WriteOverlay (and Deploy) deploy.
+type Option func(*Overlay)
+
+// WithMultiNetworkPolicy turns MultiNetworkPolicy enforcement on in the
+// overlay's nri.conf.
+func WithMultiNetworkPolicy() Option { return func(o *Overlay) { o.MultiNetworkPolicy = true } }
 
 // Kubectl runs kubectl (a cluster's) and returns its output.
 type Kubectl func(ctx context.Context, args ...string) (string, error)
@@ -138,7 +151,7 @@ func decodeRendered(b *deploy.Base, out string) error {
 // the DaemonSet's hostPath / that the plugins run chrooted into). apiHost and apiPort are the API server's address for the
 // in-cluster client; kubeletDir the kubelet's --root-dir. A hostPath of the base without a private stand-in, or a
 // metrics address missing from the args or the liveness probe, is an error.
-func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubectl Kubectl, apiHost, apiPort, kubeletDir string) (o *Overlay, err error) {
+func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubectl Kubectl, apiHost, apiPort, kubeletDir string, opts ...Option) (o *Overlay, err error) {
 	// The DaemonSet dials /var/run/nri/nri.sock: the directory is mounted,
 	// the file name must match.
 	if filepath.Base(rt.NRIAddress()) != "nri.sock" {
@@ -155,6 +168,9 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		HostRoot: filepath.Join(node, "root"), RunDir: filepath.Join(node, "run"), HookBin: filepath.Join(node, "hook-bin"),
 		DHCPDir: filepath.Join(node, "dhcp"), NetnsDir: rt.NetnsDir(), APIHost: apiHost, APIPort: apiPort,
 		KubeletDir: kubeletDir, RecordDir: filepath.Join(node, "records"), DeviceInfoDir: filepath.Join(node, "devinfo")}
+	for _, opt := range opts {
+		opt(o)
+	}
 	if kubeletDir != "" {
 		o.PodResourcesSocket = filepath.Join(kubeletDir, "pod-resources", "kubelet.sock")
 	}
@@ -182,6 +198,13 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 		k["sharedNamespaces"] = []string{o.SharedNamespace}
 		// Hot-plug on (with deploy/hotplug's RBAC, a resource of the overlay).
 		k["hotplug"] = true
+		// MultiNetworkPolicy enforced on every pod of the tier
+		// (WithMultiNetworkPolicy; the CRD and deploy/multinetworkpolicy's
+		// RBAC and admission policy are in the kustomization below either
+		// way): the other tests' pods run under it, selected by no policy.
+		if o.MultiNetworkPolicy {
+			k["multiNetworkPolicy"] = map[string]any{"enabled": true}
+		}
 		// Drift checks often enough for a test to see one.
 		conf["checkInterval"] = "3s"
 		// The cni-args key the NPWG tests pass (off in deploy/base).
@@ -240,9 +263,25 @@ func WriteOverlay(ctx context.Context, dir string, rt cluster.NodeRuntime, kubec
 	if err != nil {
 		return nil, fmt.Errorf("overlay: %w", err)
 	}
+	// MultiNetworkPolicy: the CRD and deploy/multinetworkpolicy (a
+	// Component: its RBAC, its admission policy and an nri.conf patch).
+	// kustomize applies a kustomization's components before its own
+	// patches, so the overlay's configmap.json (EditConfig's, above: on
+	// with WithMultiNetworkPolicy, else off) replaces the component's
+	// nri.conf, which is deploy/base's plus the section and would drop the
+	// overlay's edits.
+	mnpCRD, err := filepath.Rel(o.Dir, filepath.Join(filepath.Dir(b.Dir), "crds", "multinetworkpolicy"))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	mnp, err := filepath.Rel(o.Dir, filepath.Join(filepath.Dir(b.Dir), "multinetworkpolicy"))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
 	kust := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-		"resources": []string{base, hotplugRBAC},
+		"resources":  []string{base, hotplugRBAC, mnpCRD},
+		"components": []string{mnp},
 		"patches": []map[string]any{
 			{"path": "daemonset.json", "target": map[string]string{"kind": "DaemonSet", "name": b.DaemonSet.Name}},
 			{"path": "configmap.json", "target": map[string]string{"kind": "ConfigMap", "name": b.ConfigMap.Name}},
