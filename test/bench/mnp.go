@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,9 +75,10 @@ func mnpAttachRow(ctx context.Context, e *env, rep *report, fw *nft.Programmer, 
 	if err != nil {
 		return err
 	}
-	src := m.Source(opts)
+	src := &timedSource{Source: m.Source(opts)}
+	tfw := &timedFirewall{Programmer: fw}
 	arms := make([]*chain, 2) // off, on
-	for i, with := range []func(*attach.Deps){nil, func(d *attach.Deps) { d.Policy, d.Firewall = src, fw }} {
+	for i, with := range []func(*attach.Deps){nil, func(d *attach.Deps) { d.Policy, d.Firewall = src, tfw }} {
 		bridge := harness.RandomName("ncbm")
 		conf := bridgeConf(mnpNetwork, bridge, harness.RandomSubnet(230), filepath.Join(e.dir, fmt.Sprint("ipam-mnp", i)))
 		var ws []func(*attach.Deps)
@@ -123,6 +125,11 @@ func mnpAttachRow(ctx context.Context, e *env, rep *report, fw *nft.Programmer, 
 	_, delta := paired(all[0].took, all[2].took)
 	rep.add(Row{Section: sec, Metric: "attach (c)-(a) added per pod (paired median)", Value: delta, Unit: "ms",
 		Note: "render + table before the ADD + allowance after"})
+	rules, addrs := rulesetSize(src.last)
+	rep.add(Row{Section: sec, Metric: "attach (c) render p50", Value: pct(src.renders["bench"], 50), Unit: "ms",
+		Note: fmt.Sprintf("%d renders; the ruleset: %d rules, %d addresses", len(src.renders["bench"]), rules, addrs)})
+	rep.add(Row{Section: sec, Metric: "attach (c) nft Apply p50", Value: pct(tfw.applies, 50), Unit: "ms",
+		Note: fmt.Sprintf("%d applies (before the ADD and after it)", len(tfw.applies))})
 	return nil
 }
 
@@ -172,7 +179,7 @@ func hasTable(ctx context.Context, r *netns.Resolver, fw *nft.Programmer, pod ns
 // each ApplyPolicy, while a change is being timed, the pod's table digest
 // read back from its netns; done gets the time the last pod's changed.
 type watchApplier struct {
-	mgr  *attach.Manager
+	mgr  atomic.Pointer[attach.Manager] // set once the Manager is built
 	fw   *nft.Programmer
 	nsOf map[string]netns.Netns
 
@@ -184,7 +191,11 @@ type watchApplier struct {
 }
 
 func (a *watchApplier) ApplyPolicy(ctx context.Context, id string) error {
-	err := a.mgr.ApplyPolicy(ctx, id)
+	mgr := a.mgr.Load()
+	if mgr == nil {
+		return nil // nothing attached yet
+	}
+	err := mgr.ApplyPolicy(ctx, id)
 	a.mu.Lock()
 	timing := a.before != nil
 	a.mu.Unlock()
@@ -205,10 +216,18 @@ func (a *watchApplier) ApplyPolicy(ctx context.Context, id string) error {
 }
 
 func (a *watchApplier) Quarantine(ctx context.Context, id string) error {
-	return a.mgr.Quarantine(ctx, id)
+	if mgr := a.mgr.Load(); mgr != nil {
+		return mgr.Quarantine(ctx, id)
+	}
+	return nil
 }
 
-func (a *watchApplier) PolicySandboxes() []string { return a.mgr.PolicySandboxes() }
+func (a *watchApplier) PolicySandboxes() []string {
+	if mgr := a.mgr.Load(); mgr != nil {
+		return mgr.PolicySandboxes()
+	}
+	return nil
+}
 
 // The Observer side: the queue's depth, to wait for quiet.
 func (a *watchApplier) ObserveMNPPropagation(time.Duration) {}
@@ -291,7 +310,7 @@ func mnpPropagationRow(ctx context.Context, e *env, rep *report, fw *nft.Program
 		return err
 	}
 	defer c.close()
-	app.mgr = c.mgr
+	app.mgr.Store(c.mgr)
 	resolver, err := netns.NewResolver()
 	if err != nil {
 		return err

@@ -19,7 +19,10 @@ import (
 
 	v1beta1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
 	"github.com/nri-cni/nri-cni/kube/mnp"
+	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/netpol"
+	"github.com/nri-cni/nri-cni/netpol/ir"
+	"github.com/nri-cni/nri-cni/nft"
 )
 
 // The MultiNetworkPolicy section's API world: a fake clientset (pods,
@@ -177,4 +180,57 @@ func allChanged(before, now map[string]string) bool {
 // cpuSeconds is user+sys of a getrusage reading.
 func cpuSeconds(utimeSec, utimeUsec, stimeSec, stimeUsec int64) float64 {
 	return float64(utimeSec+stimeSec) + float64(utimeUsec+stimeUsec)/1e6
+}
+
+// timedSource times each Render of the source it wraps (and passes the
+// local peers through, as attach looks for them on Deps.Policy).
+type timedSource struct {
+	*mnp.Source
+	mu      sync.Mutex
+	renders map[string][]time.Duration // by the target's namespace
+	last    ir.Ruleset                 // the last one not empty
+}
+
+func (s *timedSource) Render(ctx context.Context, t ir.Target) (ir.Ruleset, []ir.Note, error) {
+	start := time.Now()
+	rs, notes, err := s.Source.Render(ctx, t)
+	s.mu.Lock()
+	if s.renders == nil {
+		s.renders = map[string][]time.Duration{}
+	}
+	s.renders[t.Namespace] = append(s.renders[t.Namespace], time.Since(start))
+	if !rs.Empty() {
+		s.last = rs
+	}
+	s.mu.Unlock()
+	return rs, notes, err
+}
+
+// timedFirewall times each Apply of a ruleset not empty.
+type timedFirewall struct {
+	*nft.Programmer
+	mu      sync.Mutex
+	applies []time.Duration
+}
+
+func (f *timedFirewall) Apply(ctx context.Context, n netns.Netns, rs ir.Ruleset) error {
+	start := time.Now()
+	err := f.Programmer.Apply(ctx, n, rs)
+	if !rs.Empty() {
+		f.mu.Lock()
+		f.applies = append(f.applies, time.Since(start))
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// rulesetSize counts a ruleset's rules and addresses.
+func rulesetSize(rs ir.Ruleset) (rules, addrs int) {
+	for _, c := range rs.Chains {
+		rules += len(c.Rules)
+		for _, r := range c.Rules {
+			addrs += len(r.Addrs)
+		}
+	}
+	return rules, addrs
 }
