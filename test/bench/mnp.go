@@ -188,8 +188,10 @@ type watchApplier struct {
 	now    map[string]string
 	done   chan time.Time
 	depth  int
-	// props: the queue's own mark → applied times during the changes.
-	props []time.Duration
+	// props: the queue's own mark → applied times while observing (from
+	// a change until the next one's settling).
+	props     []time.Duration
+	observing bool
 }
 
 func (a *watchApplier) ApplyPolicy(ctx context.Context, id string) error {
@@ -234,7 +236,7 @@ func (a *watchApplier) PolicySandboxes() []string {
 // The Observer side: the queue's depth, to wait for quiet.
 func (a *watchApplier) ObserveMNPPropagation(d time.Duration) {
 	a.mu.Lock()
-	if a.before != nil {
+	if a.observing {
 		a.props = append(a.props, d)
 	}
 	a.mu.Unlock()
@@ -358,11 +360,14 @@ func mnpPropagationRow(ctx context.Context, e *env, rep *report, fw *nft.Program
 		if err != nil {
 			return err
 		}
+		app.mu.Lock()
+		app.observing = false
+		app.mu.Unlock()
 		policy.Generation++
 		policy.ResourceVersion = fmt.Sprint(policy.Generation)
 		policy.Spec.Ingress[0].Ports[0].Port = ptr(intstr.FromInt32(int32(1000 + r)))
 		app.mu.Lock()
-		app.before, app.now = before, map[string]string{}
+		app.before, app.now, app.observing = before, map[string]string{}, true
 		app.mu.Unlock()
 		cpu0 := processCPU()
 		start := time.Now()
