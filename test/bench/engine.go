@@ -31,8 +31,10 @@ type chain struct {
 	close func()
 }
 
-// newChain writes conf (a conflist) into its own dir and sets both sides up.
-func newChain(ctx context.Context, e *env, name string, conf []byte, bridge string) (*chain, error) {
+// newChain writes conf (a conflist) into its own dir and sets both sides up;
+// with adjusts the Manager's Deps (the MultiNetworkPolicy section adds its
+// Policy and Firewall).
+func newChain(ctx context.Context, e *env, name string, conf []byte, bridge string, with ...func(*attach.Deps)) (*chain, error) {
 	dir := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(filepath.Join(dir, "net.d"), 0o755); err != nil {
 		return nil, err
@@ -57,7 +59,11 @@ func newChain(ctx context.Context, e *env, name string, conf []byte, bridge stri
 	}
 	quiet := logrus.New()
 	quiet.SetLevel(logrus.ErrorLevel)
-	c := &chain{name: name, mgr: attach.New(cfg, attach.Deps{Engine: engine, Netns: resolver, Store: store, Log: logrus.NewEntry(quiet)}),
+	deps := attach.Deps{Engine: engine, Netns: resolver, Store: store, Log: logrus.NewEntry(quiet)}
+	for _, w := range with {
+		w(&deps)
+	}
+	c := &chain{name: name, mgr: attach.New(cfg, deps),
 		raw:  libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, filepath.Join(dir, "raw-cache"), nil),
 		list: engine.Networks()[0].List}
 	if c.netns, err = testutils.NewNS(); err != nil {

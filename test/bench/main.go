@@ -60,7 +60,7 @@ type env struct {
 func main() {
 	out := flag.String("out", "bin/bench.json", "JSON results file")
 	quick := flag.Bool("quick", false, "fewer iterations (smoke run)")
-	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s, density, multinet, fleet, upgrade")
+	only := flag.String("only", "", "run one section: engine, nri, containerd, crio, scale, hook, k8s, density, multinet, fleet, upgrade, mnp")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -133,6 +133,7 @@ func run(ctx context.Context, quick bool, only string) (*report, error) {
 		{"multinet", func() error { return benchMultiNet(ctx, e, rep, n(40, 10)) }},
 		{"fleet", func() error { return benchFleet(ctx, e, rep, quick) }},
 		{"upgrade", func() error { return benchUpgrade(ctx, e, rep, n(30, 10), n(3, 1)) }},
+		{"mnp", func() error { return benchMNP(ctx, e, rep, n(60, 10), n(5, 2)) }},
 	}
 	for _, s := range sections {
 		if only != "" && only != s.name {
