@@ -107,8 +107,8 @@ ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]`),
 		limits netpol.Limits
 		note   string
 	}{
-		{"addresses", netpol.Limits{MaxAddressesPerPod: 12}, "CapExceeded pp/many: pod pp/server net1 ingress: 17 addresses in the pod's table (maxAddressesPerPod 12)"},
-		{"rules", netpol.Limits{MaxRulesPerPod: 8}, "CapExceeded pp/many: pod pp/server net1 ingress: 9 rules in the pod's table (maxRulesPerPod 8)"},
+		{"addresses", netpol.Limits{MaxAddressesPerPod: 12}, "CapExceeded pp/many: pod pp/server net1 ingress: 15 addresses in the pod's table (maxAddressesPerPod 12)"},
+		{"rules", netpol.Limits{MaxRulesPerPod: 7}, "CapExceeded pp/many: pod pp/server net1 ingress: 8 rules in the pod's table (maxRulesPerPod 7)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld(t, map[string][]string{"pp": nil}, srv, cl).add(policies...)

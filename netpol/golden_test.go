@@ -1,7 +1,7 @@
 package netpol_test
 
 // Golden text of each rule kind: the head every chain starts with (replies,
-// ND/MLD, acceptICMP/acceptICMPv6, allow entries, own addresses), peers as
+// ND/MLD, acceptICMP/acceptICMPv6, allow entries), peers as
 // address sets per family, ports and ranges per protocol, protocol-only,
 // every peer and port, egress named ports as (address, protocol, port), and
 // the final drop; plus deny-all (caches not synced) and the empty ruleset.
@@ -59,8 +59,6 @@ table inet nri-cni {
 		meta nfproto ipv6 meta l4proto ipv6-icmp accept comment "acceptICMPv6"
 		meta nfproto ipv6 ip6 saddr { fe80::/10 } meta l4proto udp th dport { 546-547 } accept comment "allow[0]"
 		meta l4proto tcp th dport { 9999 } accept comment "allow[1]"
-		meta nfproto ipv4 ip saddr { 10.0.0.1/32 } accept comment "own addresses"
-		meta nfproto ipv6 ip6 saddr { fd00::1/128 } accept comment "own addresses"
 		accept comment "x/p ingress[0]"
 		drop comment "default deny"
 	}
@@ -76,8 +74,6 @@ table inet nri-cni {
 	chain ingress net1 {
 		ct state established,related accept comment "replies"
 		meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type { 130, 131, 132, 133, 134, 135, 136, 143 } accept comment "nd, mld"
-		meta nfproto ipv4 ip saddr { 10.0.0.1/32 } accept comment "own addresses"
-		meta nfproto ipv6 ip6 saddr { fd00::1/128 } accept comment "own addresses"
 		meta nfproto ipv4 ip saddr { 10.0.0.2/32, 192.168.0.0/24, 192.168.2.0/23, 192.168.4.0/22, 192.168.8.0/21, 192.168.16.0/20, 192.168.32.0/19, 192.168.64.0/18, 192.168.128.0/17 } meta l4proto tcp th dport { 80-85, 443, 6000-6900, 8080 } accept comment "x/p ingress[0]"
 		meta nfproto ipv6 ip6 saddr { fd00::2/128 } meta l4proto tcp th dport { 80-85, 443, 6000-6900, 8080 } accept comment "x/p ingress[0]"
 		meta nfproto ipv4 ip saddr { 10.0.0.2/32, 192.168.0.0/24, 192.168.2.0/23, 192.168.4.0/22, 192.168.8.0/21, 192.168.16.0/20, 192.168.32.0/19, 192.168.64.0/18, 192.168.128.0/17 } meta l4proto udp accept comment "x/p ingress[0]"
@@ -96,15 +92,11 @@ table inet nri-cni {
 	chain ingress net1 {
 		ct state established,related accept comment "replies"
 		meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type { 130, 131, 132, 133, 134, 135, 136, 143 } accept comment "nd, mld"
-		meta nfproto ipv4 ip saddr { 10.0.0.1/32 } accept comment "own addresses"
-		meta nfproto ipv6 ip6 saddr { fd00::1/128 } accept comment "own addresses"
 		drop comment "default deny"
 	}
 	chain egress net1 {
 		ct state established,related accept comment "replies"
 		meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type { 130, 131, 132, 133, 134, 135, 136, 143 } accept comment "nd, mld"
-		meta nfproto ipv4 ip daddr { 10.0.0.1/32 } accept comment "own addresses"
-		meta nfproto ipv6 ip6 daddr { fd00::1/128 } accept comment "own addresses"
 		meta nfproto ipv4 ip daddr { 10.0.0.2/32, 10.0.1.5/32 } meta l4proto udp th dport { 53 } accept comment "x/p egress[0]"
 		meta nfproto ipv6 ip6 daddr { fd00::2/128 } meta l4proto udp th dport { 53 } accept comment "x/p egress[0]"
 		meta nfproto ipv4 ip daddr . meta l4proto . th dport { 10.0.1.5 . tcp . 5432, 10.0.1.5 . udp . 5433 } accept comment "x/p egress[0]"

@@ -222,7 +222,11 @@ func (r *renderer) noteBudget() {
 }
 
 // head is what every isolated chain starts with: replies, ND/MLD, the
-// node's ICMP settings and allow entries, and the pod's own addresses.
+// node's ICMP settings and allow entries. The pod's own addresses get no
+// rule: its traffic to itself goes over lo, which no chain sees, so an
+// accept on a secondary interface would only let in packets that spoof
+// the pod's address (and would make the rules depend on the ADD's result,
+// a second transaction per attach).
 func (r *renderer) head(d Direction) []Rule {
 	rules := baseRules()
 	if r.opts.AcceptICMP {
@@ -248,15 +252,6 @@ func (r *renderer) head(d Direction) []Rule {
 		}
 		rules = append(rules, perFamily(rl, set.prefixes())...)
 	}
-	var own addrSet
-	for _, ifc := range r.t.Interfaces {
-		for _, a := range ifc.IPs {
-			if a.IsValid() {
-				own.addAddr(a)
-			}
-		}
-	}
-	rules = append(rules, perFamily(Rule{Verdict: Accept, Comment: "own addresses"}, own.prefixes())...)
 	return rules
 }
 
