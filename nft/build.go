@@ -5,6 +5,7 @@ package nft
 // without a kernel.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -194,9 +195,7 @@ func (p *program) addRule(chain string, d ir.Direction, r ir.Rule) error {
 			continue
 		}
 		if r.Addrs != nil {
-			s := p.addrSet(fam, r.Addrs)
-			ex = append(ex, addrLoad(fam, d, reg1),
-				&expr.Lookup{SourceRegister: reg1, SetName: s.set.Name, SetID: s.set.ID})
+			ex = append(ex, p.addrMatch(fam, d, r.Addrs)...)
 		}
 		if r.Protocol != ir.ProtoAny {
 			ex = append(ex, l4proto(r.Protocol)...)
@@ -316,8 +315,26 @@ func (p *program) set(k [sha256.Size]byte, mk func() *set) *set {
 	return s
 }
 
-// addrSet is the interval set of one family's addresses of a rule.
-func (p *program) addrSet(f ir.Family, prefixes []netip.Prefix) *set {
+// addrMatch matches the peer address of direction d against one family's
+// addresses of a rule: one range is compared in the rule itself (no set:
+// a set costs two more netlink messages, each acknowledged, and most
+// rules' peers are one address or one block), more go through an interval
+// set.
+func (p *program) addrMatch(f ir.Family, d ir.Direction, prefixes []netip.Prefix) []expr.Any {
+	ranges := addrSpans(f, prefixes)
+	if len(ranges) == 1 {
+		lo, last := ranges[0].lo, spanLastKey(ranges[0])
+		if bytes.Equal(lo, last) {
+			return []expr.Any{addrLoad(f, d, reg1), &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: lo}}
+		}
+		return []expr.Any{addrLoad(f, d, reg1), &expr.Range{Op: expr.CmpOpEq, Register: reg1, FromData: lo, ToData: last}}
+	}
+	s := p.addrSet(f, ranges)
+	return []expr.Any{addrLoad(f, d, reg1), &expr.Lookup{SourceRegister: reg1, SetName: s.set.Name, SetID: s.set.ID}}
+}
+
+// addrSpans are one family's prefixes as merged spans.
+func addrSpans(f ir.Family, prefixes []netip.Prefix) []span {
 	ranges := make([]span, 0, len(prefixes))
 	for _, pr := range prefixes {
 		if isFamily(pr.Addr(), f) {
@@ -325,7 +342,20 @@ func (p *program) addrSet(f ir.Family, prefixes []netip.Prefix) *set {
 			ranges = append(ranges, prefixSpan(pr))
 		}
 	}
-	ranges = mergeSpans(ranges)
+	return mergeSpans(ranges)
+}
+
+// spanLastKey is the last key inside s (all ones for an open end).
+func spanLastKey(s span) []byte {
+	if s.hi == nil {
+		return bytes.Repeat([]byte{0xff}, len(s.lo))
+	}
+	a, _ := netip.AddrFromSlice(s.hi)
+	return a.Prev().AsSlice()
+}
+
+// addrSet is the interval set of one family's merged address spans.
+func (p *program) addrSet(f ir.Family, ranges []span) *set {
 	return p.set(contentKey("addr", byte(f), spanKeys(ranges)...), func() *set {
 		kt := nftables.TypeIPAddr
 		if f == ir.IPv6 {

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -61,8 +62,38 @@ func TestMergeSpans(t *testing.T) {
 	assert.Equal(t, uint32(80), spanLast(ports[0]))
 }
 
+// One address or one block is compared in the rule: no set (a set is two
+// more netlink messages, each acknowledged).
+func TestBuildComparesOneRangeWithoutASet(t *testing.T) {
+	for _, c := range []struct {
+		addrs []string
+		want  string
+	}{
+		{[]string{"10.0.0.7/32"}, "*expr.Cmp"},
+		{[]string{"10.0.0.0/24"}, "*expr.Range"},
+		{[]string{"10.0.0.0/25", "10.0.0.128/25"}, "*expr.Range"}, // adjacent: merged
+		{[]string{"fd00::/64"}, "*expr.Range"},
+		{[]string{"10.0.0.0/24", "10.0.2.0/24"}, "*expr.Lookup"},
+	} {
+		var pfx []netip.Prefix
+		for _, a := range c.addrs {
+			pfx = append(pfx, netip.MustParsePrefix(a))
+		}
+		rs := ir.Ruleset{Digest: "d", Chains: []ir.Chain{{IfName: "net1", Direction: ir.Ingress,
+			Rules: []ir.Rule{{Addrs: pfx, Verdict: ir.Accept}}}}}
+		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs)
+		require.NoError(t, err)
+		last := prog.rules[len(prog.rules)-1].exprs
+		assert.Equal(t, c.want, fmt.Sprintf("%T", last[len(last)-2]), "%v", c.addrs)
+		if c.want != "*expr.Lookup" {
+			assert.Empty(t, prog.sets, "%v", c.addrs)
+		}
+	}
+}
+
 func TestBuildSharesSetsAndNeverUsesTheGlobalSetID(t *testing.T) {
-	r := ir.Rule{Family: ir.IPv4, Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Verdict: ir.Accept}
+	r := ir.Rule{Family: ir.IPv4, Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("10.0.9.0/24")},
+		Verdict: ir.Accept}
 	rs := ir.Ruleset{Digest: "d", Chains: []ir.Chain{
 		{IfName: "net1", Direction: ir.Ingress, Rules: []ir.Rule{r}},
 		{IfName: "net2", Direction: ir.Ingress, Rules: []ir.Rule{r, {Verdict: ir.Drop}}},
@@ -106,7 +137,7 @@ func BenchmarkBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		c, _ := nftables.New(nftables.WithTestDial(nil))
-		if err := prog.write(c); err != nil {
+		if err := prog.write(c, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
