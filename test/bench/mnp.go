@@ -124,12 +124,12 @@ func mnpAttachRow(ctx context.Context, e *env, rep *report, fw *nft.Programmer, 
 	rep.check(sec, "attach (c)/(a) ratio of p50s (50 policies vs none)", pct(all[2].took, 50)/pct(all[0].took, 50), "x", 1.10, "<= 1.10x")
 	_, delta := paired(all[0].took, all[2].took)
 	rep.add(Row{Section: sec, Metric: "attach (c)-(a) added per pod (paired median)", Value: delta, Unit: "ms",
-		Note: "render + table before the ADD + allowance after"})
+		Note: "render + the table before the ADD (one transaction: the rules do not depend on the ADD)"})
 	rules, addrs := rulesetSize(src.last)
 	rep.add(Row{Section: sec, Metric: "attach (c) render p50", Value: pct(src.renders["bench"], 50), Unit: "ms",
 		Note: fmt.Sprintf("%d renders; the ruleset: %d rules, %d addresses", len(src.renders["bench"]), rules, addrs)})
 	rep.add(Row{Section: sec, Metric: "attach (c) nft Apply p50", Value: pct(tfw.applies, 50), Unit: "ms",
-		Note: fmt.Sprintf("%d applies (before the ADD and after it)", len(tfw.applies))})
+		Note: fmt.Sprintf("%d applies (one per attach, before the ADD)", len(tfw.applies))})
 	return nil
 }
 
