@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +16,10 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	v1beta1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
+	"github.com/nri-cni/nri-cni/kube/mnp/mnptest"
 	"github.com/nri-cni/nri-cni/metrics"
 	"github.com/nri-cni/nri-cni/netpol"
 )
-
-// fakePolicies is a PolicyClient over a fixed list and one watch.
-type fakePolicies struct {
-	mu    sync.Mutex
-	items []v1beta1.MultiNetworkPolicy
-	w     *watch.FakeWatcher
-}
-
-func (f *fakePolicies) List(context.Context, metav1.ListOptions) (*v1beta1.MultiNetworkPolicyList, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return &v1beta1.MultiNetworkPolicyList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f.items}, nil
-}
-
-func (f *fakePolicies) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return f.w, nil
-}
-
-// IsWatchListSemanticsUnSupported: plain list+watch, as fake clientsets.
-func (f *fakePolicies) IsWatchListSemanticsUnSupported() bool { return true }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -52,23 +32,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func discovered(withCRD bool) []*metav1.APIResourceList {
-	if !withCRD {
-		return nil
-	}
-	return []*metav1.APIResourceList{{GroupVersion: v1beta1.SchemeGroupVersion.String(),
-		APIResources: []metav1.APIResource{{Name: v1beta1.Resource, Namespaced: true, Kind: v1beta1.Kind}}}}
-}
-
 func TestMNPSyncsAndFollowsChanges(t *testing.T) {
 	core := fake.NewClientset(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"team": "red"}}},
 		pod("x", "server", node, "", map[string]string{"app": "server"}),
 		pod("z", "peer", "node-b", status("x/net=10.1.0.9"), map[string]string{"app": "peer"}),
 		pod("z", "plain", "node-b", "", nil))
-	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = discovered(true)
+	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = mnptest.Discovered(true)
 	big := ingressFrom(sel(), make([]networkingv1.NetworkPolicyPeer, 65)...)
-	pc := &fakePolicies{w: watch.NewFake(), items: []v1beta1.MultiNetworkPolicy{
+	pc := &mnptest.Policies{W: watch.NewFake(), Items: []v1beta1.MultiNetworkPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p", UID: "u1", Generation: 1}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "huge", UID: "u2", Generation: 4}, Spec: big}}}
 	f := &fakeApplier{}
@@ -112,7 +84,7 @@ func TestMNPSyncsAndFollowsChanges(t *testing.T) {
 		ps := m.Snapshot().Peers("z")
 		return len(ps) == 1 && ps[0].Addrs[netpol.Identity{NAD: "x/net"}][0] == addr("10.1.0.10")
 	})
-	pc.w.Delete(&v1beta1.MultiNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "huge", UID: "u2", Generation: 4}})
+	pc.W.Delete(&v1beta1.MultiNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "huge", UID: "u2", Generation: 4}})
 	eventually(t, "the deleted policy gone", func() bool { return len(m.Snapshot().Policies("x")) == 1 })
 	o.mu.Lock()
 	invalid := o.invalid
@@ -126,8 +98,8 @@ func TestMNPSyncsAndFollowsChanges(t *testing.T) {
 
 func TestMNPNotServed(t *testing.T) {
 	core := fake.NewClientset()
-	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = discovered(false)
-	m := New(core, &fakePolicies{w: watch.NewFake()}, Options{Node: node, Applier: &fakeApplier{}})
+	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = mnptest.Discovered(false)
+	m := New(core, &mnptest.Policies{W: watch.NewFake()}, Options{Node: node, Applier: &fakeApplier{}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)

@@ -16,6 +16,7 @@ import (
 
 	v1beta1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
 	"github.com/nri-cni/nri-cni/attach"
+	"github.com/nri-cni/nri-cni/kube/mnp/mnptest"
 	"github.com/nri-cni/nri-cni/netpol"
 	"github.com/nri-cni/nri-cni/netpol/ir"
 )
@@ -29,9 +30,9 @@ func TestSourceRender(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "z"}},
 		pod("x", "server", node, "", map[string]string{"app": "server"}),
 		pod("z", "peer", "node-b", status("x/net=10.1.0.9"), map[string]string{"app": "peer"}))
-	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = discovered(true)
+	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = mnptest.Discovered(true)
 	spec := ingressFrom(sel("app", "server"), networkingv1.NetworkPolicyPeer{NamespaceSelector: sel(), PodSelector: sel("app", "peer")})
-	pc := &fakePolicies{w: watch.NewFake(), items: []v1beta1.MultiNetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p",
+	pc := &mnptest.Policies{W: watch.NewFake(), Items: []v1beta1.MultiNetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p",
 		UID: "u1", Generation: 1, Annotations: map[string]string{netpol.PolicyForAnnotation: "net"}}, Spec: spec}}}
 	f := &fakeApplier{}
 	rec := record.NewFakeRecorder(10)

@@ -371,7 +371,7 @@ func mnpPropagationRow(ctx context.Context, e *env, rep *report, fw *nft.Program
 		app.mu.Unlock()
 		cpu0 := processCPU()
 		start := time.Now()
-		pc.w.Modify(policy.DeepCopy())
+		pc.W.Modify(policy.DeepCopy())
 		select {
 		case end := <-app.done:
 			took = append(took, end.Sub(start))

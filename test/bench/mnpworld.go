@@ -19,6 +19,7 @@ import (
 
 	v1beta1 "github.com/nri-cni/nri-cni/apis/multinetpol/v1beta1"
 	"github.com/nri-cni/nri-cni/kube/mnp"
+	"github.com/nri-cni/nri-cni/kube/mnp/mnptest"
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/netpol"
 	"github.com/nri-cni/nri-cni/netpol/ir"
@@ -31,26 +32,6 @@ import (
 
 // mnpNode is the node the bench's local pods run on; peers run elsewhere.
 const mnpNode = "bench-node"
-
-// fakePolicies is an mnp.PolicyClient over a list and one watch.
-type fakePolicies struct {
-	mu    sync.Mutex
-	items []v1beta1.MultiNetworkPolicy
-	w     *watch.FakeWatcher
-}
-
-func (f *fakePolicies) List(context.Context, metav1.ListOptions) (*v1beta1.MultiNetworkPolicyList, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return &v1beta1.MultiNetworkPolicyList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f.items}, nil
-}
-
-func (f *fakePolicies) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return f.w, nil
-}
-
-// IsWatchListSemanticsUnSupported: plain list+watch, as fake clientsets.
-func (f *fakePolicies) IsWatchListSemanticsUnSupported() bool { return true }
 
 // world is what one MNP instance watches.
 type world struct {
@@ -66,12 +47,12 @@ func (w *world) pod(p *corev1.Pod) { w.objs = append(w.objs, p) }
 
 // start builds the clients and an MNP over them, runs it until ctx ends and
 // waits for its caches.
-func (w *world) start(ctx context.Context, o mnp.Options) (*mnp.MNP, *fakePolicies, error) {
+func (w *world) start(ctx context.Context, o mnp.Options) (*mnp.MNP, *mnptest.Policies, error) {
 	core := fake.NewClientset(w.objs...)
 	core.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
 		GroupVersion: v1beta1.SchemeGroupVersion.String(),
 		APIResources: []metav1.APIResource{{Name: v1beta1.Resource, Namespaced: true, Kind: v1beta1.Kind}}}}
-	pc := &fakePolicies{items: w.policies, w: watch.NewFakeWithChanSize(16, false)}
+	pc := &mnptest.Policies{Items: w.policies, W: watch.NewFakeWithChanSize(16, false)}
 	o.Node = mnpNode
 	m := mnp.New(core, pc, o)
 	go m.Run(ctx)

@@ -55,6 +55,7 @@ var allowedImports = map[string][]string{
 	// Test fixtures that live beside their package.
 	"attach/attachtest":                  {"attach", "cni", "config", "deviceinfo", "netns", "netpol/ir", "plan", "state", "test/testenv"},
 	"kube/podresources/podresourcestest": nil,
+	"kube/mnp/mnptest":                   {"apis/multinetpol/v1beta1"},
 	"nadpolicy/policytest":               {"config"},
 	"netpol/netpoltest":                  {"netpol"},
 }
