@@ -221,12 +221,14 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		m.cni.devs.unseed(sb.ID, p.Attachments)
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
-	// MultiNetworkPolicy: the rules of the planned interfaces, before any
-	// of them exists (policy.go). A failure ends the attach as a failed
-	// ADD does, with no ADD to undo: the intent goes.
+	// MultiNetworkPolicy: the planned interfaces closed before any of them
+	// exists, their full rules programmed beside the ADDs (policy.go). A
+	// failure to close them ends the attach as a failed ADD does, with no
+	// ADD to undo: the intent goes.
+	polDone := func() error { return nil }
 	if m.pol != nil {
 		m.pol.remember(sb)
-		if err := m.pol.program(ctx, ns, rec, rec.Networks, true); err != nil {
+		if polDone, err = m.pol.programBeside(ctx, ns, rec, rec.Networks); err != nil {
 			m.cni.devs.unseed(sb.ID, p.Attachments)
 			if derr := m.store.Delete(sb.ID); derr != nil {
 				log.WithError(derr).Warn("deleting the intent record failed; a later attach or the GC undoes it")
@@ -239,6 +241,9 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 	results, errs := m.addAll(ctx, p.Attachments, func(a plan.Attachment) cni.Attachment {
 		return cni.Attachment{ContainerID: sb.ID, IfName: a.IfName, Netns: ns.Path, Args: args, CapabilityArgs: a.Caps}
 	})
+	// The full rules: in place before the record is read again, and before
+	// anything in the pod runs (a failure rolls the ADDs back, below).
+	polErr := polDone()
 	for i, a := range p.Attachments {
 		nl := log.WithFields(logrus.Fields{"network": a.Network.Name, "ifname": a.IfName})
 		if a.NAD != "" {
@@ -280,10 +285,15 @@ func (m *Manager) attach(ctx context.Context, sb Sandbox, ifAbsent bool) (_ *sta
 		m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))
 		return nil, fmt.Errorf("%s: %w", PodRef(sb), err)
 	}
-	// The rules again with the pod's own addresses (own-IP allowances),
-	// before the default routes move: a rollback leaves eth0's in place.
+	// The rules again with the pod's addresses known (programmed only if
+	// the digest changed), before the default routes move: a rollback
+	// leaves eth0's in place.
 	if m.pol != nil {
-		if err := m.pol.program(ctx, ns, rec, rec.Networks, false); err != nil {
+		err := polErr
+		if err == nil {
+			err = m.pol.program(ctx, ns, rec, rec.Networks, false)
+		}
+		if err != nil {
 			log.WithError(err).Error("MultiNetworkPolicy rules with the pod's addresses not programmed, rolling back")
 			handedOff = true
 			m.rollback(ctx, log, rec, release, ranNetworks(p.Attachments))

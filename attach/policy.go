@@ -221,6 +221,48 @@ func (p *policies) program(ctx context.Context, ns netns.Netns, rec *state.Recor
 	return nil
 }
 
+// programBeside is program for the start of an attach, split so that the
+// rules cost the attach almost nothing: it renders and programs the closed
+// table (ir.Closed: the same chains, each a single drop; a few messages)
+// before it returns, then programs the full ruleset while the caller runs
+// the ADDs. Every interface is still born filtered — closed until the full
+// rules replace the closed ones in one transaction. wait returns the full
+// program's outcome and records its digest in rec; it must be called
+// before rec is read or the sandbox's lock released. A render with no
+// chains programs nothing beside: it deletes a table as program does.
+func (p *policies) programBeside(ctx context.Context, ns netns.Netns, rec *state.Record, nets []state.Network) (wait func() error, err error) {
+	rs, notes, err := p.src.Render(ctx, p.target(rec, nets))
+	if len(notes) > 0 && p.sink != nil {
+		p.sink.PolicyNotes(podOf(rec), notes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: rendering: %w", ErrPolicyNotProgrammed, err)
+	}
+	first := ir.Closed(rs) // empty when rs is
+	if err := p.fw.Apply(ctx, ns, first); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
+	}
+	set := func() {
+		if rec.Policy == nil {
+			rec.Policy = &state.Policy{}
+		}
+		rec.Policy.Digest = marker(rs)
+	}
+	if rs.Empty() {
+		set()
+		return func() error { return nil }, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.fw.Apply(ctx, ns, rs) }()
+	return func() error {
+		if err := <-done; err != nil {
+			return fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
+		}
+		set()
+		return nil
+	}, nil
+}
+
 // tell gives the peer index rec's pod's addresses.
 func (p *policies) tell(rec *state.Record) {
 	if p.peers == nil || rec.UID == "" {

@@ -50,11 +50,13 @@ func policyOf(t *testing.T, kf *attachtest.Fixture, id string) *state.Policy {
 	return rec.Policy
 }
 
-// The rules of the planned interfaces are programmed before the first ADD
-// (the interfaces are born filtered), from the pod's identity, labels and
-// the attachments' identities; a second Apply after the ADDs carries the
-// pod's own addresses; the record keeps the digest and the peer index
-// learns the addresses.
+// The planned interfaces are closed before the first ADD (born filtered:
+// the rendered chains, each a single drop), their full rules — rendered
+// from the pod's identity, labels and the attachments' identities — are
+// programmed beside the ADDs and in place when Attach returns; a render
+// after the ADDs that differs (here: the fake source allows the pod's own
+// addresses) is programmed again; the record keeps the digest and the peer
+// index learns the addresses.
 func TestPolicyProgrammedBeforeTheFirstADD(t *testing.T) {
 	kf := newPolicyFixture(t)
 	sb := attachtest.NPWGPod("sb1", "net-a, net-b")
@@ -63,12 +65,16 @@ func TestPolicyProgrammedBeforeTheFirstADD(t *testing.T) {
 	require.NoError(t, err)
 
 	calls := kf.Firewall.Applied()
-	require.Len(t, calls, 2)
-	assert.Empty(t, calls[0].Seen, "Apply before any ADD")
+	require.Len(t, calls, 3)
+	assert.Empty(t, calls[0].Seen, "closed before any ADD")
 	assert.Equal(t, podNetns, calls[0].Netns)
-	assert.Equal(t, []string{"net1", "net2"}, chains(calls[0].Ruleset), "no addresses yet")
-	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2"}, calls[1].Seen, "the second Apply after the ADDs")
-	assert.Equal(t, []string{"net1 10.99.0.5", "net2 10.99.0.5"}, chains(calls[1].Ruleset), "with the pod's own addresses")
+	assert.Equal(t, ir.Closed(calls[1].Ruleset), calls[0].Ruleset, "the full rules' chains, each a single drop")
+	for _, c := range calls[0].Ruleset.Chains {
+		assert.Equal(t, []ir.Rule{{Verdict: ir.Drop, Comment: "closed until the attach completes"}}, c.Rules)
+	}
+	assert.Equal(t, []string{"net1", "net2"}, chains(calls[1].Ruleset), "the full rules, no addresses yet")
+	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2"}, calls[2].Seen, "the third Apply after the ADDs")
+	assert.Equal(t, []string{"net1 10.99.0.5", "net2 10.99.0.5"}, chains(calls[2].Ruleset), "with the pod's own addresses")
 
 	targets := kf.Policy.Rendered()
 	require.Len(t, targets, 2)
@@ -80,15 +86,15 @@ func TestPolicyProgrammedBeforeTheFirstADD(t *testing.T) {
 	assert.Equal(t, []ir.Interface{{IfName: "net1", Identity: ir.Identity{NAD: "ns1/net-a"}},
 		{IfName: "net2", Identity: ir.Identity{NAD: "ns1/net-b"}}}, tg.Interfaces)
 
-	assert.Equal(t, &state.Policy{Digest: calls[1].Ruleset.Digest}, policyOf(t, kf, "sb1"))
-	assert.Equal(t, calls[1].Ruleset.Digest, kf.Firewall.Table(podNetns))
+	assert.Equal(t, &state.Policy{Digest: calls[2].Ruleset.Digest}, policyOf(t, kf, "sb1"))
+	assert.Equal(t, calls[2].Ruleset.Digest, kf.Firewall.Table(podNetns))
 	ip := netip.MustParseAddr("10.99.0.5")
 	assert.Equal(t, []ir.Interface{{IfName: "net1", Identity: ir.Identity{NAD: "ns1/net-a"}, IPs: []netip.Addr{ip}},
 		{IfName: "net2", Identity: ir.Identity{NAD: "ns1/net-b"}, IPs: []netip.Addr{ip}}}, kf.Policy.Local["uid-sb1"])
 
 	// Teardown: no netlink, and the pod is no peer any more.
 	require.NoError(t, kf.Mgr.Detach(context.Background(), sb, true))
-	assert.Len(t, kf.Firewall.Applied(), 2, "no Apply at teardown")
+	assert.Len(t, kf.Firewall.Applied(), 3, "no Apply at teardown")
 	assert.Equal(t, []string{"uid-sb1"}, kf.Policy.Forgot)
 	assert.Empty(t, kf.Policy.Local)
 }
@@ -157,23 +163,27 @@ func TestPolicyApplyErrorFailsBeforeAnyADD(t *testing.T) {
 	assert.Equal(t, []string{"ADD cni-a net1"}, kf.AttachCmds())
 }
 
-// The Apply with the pod's addresses failing rolls the ADDs back, as a
-// failed ADD does.
+// The full rules (programmed beside the ADDs) or the Apply with the pod's
+// addresses failing rolls the ADDs back, as a failed ADD does.
 func TestPolicyApplyErrorAfterADDRollsBack(t *testing.T) {
-	kf := newPolicyFixture(t)
-	kf.Firewall.Fail = func(n int, _ ir.Ruleset) error {
-		if n == 2 {
-			return errors.New("netns going away")
-		}
-		return nil
+	for n, what := range map[int]string{2: "the full rules beside the ADDs", 3: "the rules with the pod's addresses"} {
+		t.Run(what, func(t *testing.T) {
+			kf := newPolicyFixture(t)
+			kf.Firewall.Fail = func(i int, _ ir.Ruleset) error {
+				if i == n {
+					return errors.New("netns going away")
+				}
+				return nil
+			}
+			sb := attachtest.NPWGPod("sb1", "net-a, net-b")
+			_, err := kf.Mgr.Attach(context.Background(), sb)
+			require.ErrorIs(t, err, attach.ErrPolicyNotProgrammed)
+			assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2", "DEL cni-b net2", "DEL cni-a net1"}, kf.AttachCmds())
+			_, gerr := kf.Store.Get("sb1")
+			assert.ErrorIs(t, gerr, state.ErrNotFound)
+			assert.Empty(t, kf.Policy.Local)
+		})
 	}
-	sb := attachtest.NPWGPod("sb1", "net-a, net-b")
-	_, err := kf.Mgr.Attach(context.Background(), sb)
-	require.ErrorIs(t, err, attach.ErrPolicyNotProgrammed)
-	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2", "DEL cni-b net2", "DEL cni-a net1"}, kf.AttachCmds())
-	_, gerr := kf.Store.Get("sb1")
-	assert.ErrorIs(t, gerr, state.ErrNotFound)
-	assert.Empty(t, kf.Policy.Local)
 }
 
 // A pod with background attach gets no container before its rules are
@@ -193,7 +203,7 @@ func TestPolicyBackgroundAttachNoContainerBeforeApply(t *testing.T) {
 	require.True(t, found)
 	require.NoError(t, err)
 	calls := kf.Firewall.Applied()
-	require.Len(t, calls, 2)
+	require.Len(t, calls, 3)
 	assert.Empty(t, calls[0].Seen)
 	assert.Equal(t, []string{"ADD cni-a net1"}, kf.AttachCmds())
 }
@@ -217,31 +227,31 @@ func TestPolicyHotplugOrder(t *testing.T) {
 	_, err = replug(kf, sb, "net-a, net-b")
 	require.NoError(t, err)
 	calls := kf.Firewall.Applied()
-	require.Len(t, calls, 4)
-	assert.Equal(t, []string{"ADD cni-a net1", "record [ns1/net-a@net1]", "reports 1"}, calls[2].Seen,
+	require.Len(t, calls, 5)
+	assert.Equal(t, []string{"ADD cni-a net1", "record [ns1/net-a@net1]", "reports 1"}, calls[3].Seen,
 		"before the pending record and the ADD")
-	assert.Equal(t, []string{"net1 10.99.0.5", "net2"}, chains(calls[2].Ruleset))
+	assert.Equal(t, []string{"net1 10.99.0.5", "net2"}, chains(calls[3].Ruleset))
 	assert.Equal(t, []string{"ADD cni-a net1", "ADD cni-b net2", "record [ns1/net-a@net1 ns1/net-b@net2 (pending)]", "reports 1"},
-		calls[3].Seen, "after the ADD, before the record is confirmed and the status reported")
-	assert.Equal(t, []string{"net1 10.99.0.5", "net2 10.99.0.5"}, chains(calls[3].Ruleset))
+		calls[4].Seen, "after the ADD, before the record is confirmed and the status reported")
+	assert.Equal(t, []string{"net1 10.99.0.5", "net2 10.99.0.5"}, chains(calls[4].Ruleset))
 	status, _ := kf.Sink.Snapshot()
 	assert.Len(t, status, 2)
-	assert.Equal(t, calls[3].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
+	assert.Equal(t, calls[4].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
 
 	// Hot-unplug: DEL, then the rules of what is left.
 	_, err = replug(kf, sb, "net-b")
 	require.NoError(t, err)
 	calls = kf.Firewall.Applied()
-	require.Len(t, calls, 5)
-	assert.Equal(t, "DEL cni-a net1", calls[4].Seen[2])
-	assert.Equal(t, []string{"net2 10.99.0.5"}, chains(calls[4].Ruleset))
-	assert.Equal(t, calls[4].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
+	require.Len(t, calls, 6)
+	assert.Equal(t, "DEL cni-a net1", calls[5].Seen[2])
+	assert.Equal(t, []string{"net2 10.99.0.5"}, chains(calls[5].Ruleset))
+	assert.Equal(t, calls[5].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
 }
 
 // A hot-plug whose rules cannot be programmed adds nothing: no ADD, no
 // pending network; the error is reported.
 func TestPolicyHotplugApplyErrorAddsNothing(t *testing.T) {
-	for _, failAt := range []int{3, 4} {
+	for _, failAt := range []int{4, 5} {
 		t.Run(fmt.Sprintf("Apply %d fails", failAt), func(t *testing.T) {
 			kf := newPolicyFixture(t)
 			sb := attachtest.NPWGPod("sb1", "net-a")
@@ -257,7 +267,7 @@ func TestPolicyHotplugApplyErrorAddsNothing(t *testing.T) {
 			require.ErrorIs(t, err, attach.ErrPolicyNotProgrammed)
 			assert.Equal(t, []string{"ns1/net-a@net1"}, networks(kf, "sb1"))
 			want := []string{"ADD cni-a net1"}
-			if failAt == 4 { // after the ADD: rolled back
+			if failAt == 5 { // after the ADD: rolled back
 				want = append(want, "ADD cni-b net2", "DEL cni-b net2")
 			}
 			assert.Equal(t, want, kf.AttachCmds())
@@ -276,11 +286,11 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 	ctx := context.Background()
 
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
-	assert.Len(t, kf.Firewall.Applied(), 2, "unchanged: no Apply")
+	assert.Len(t, kf.Firewall.Applied(), 3, "unchanged: no Apply")
 
 	kf.Firewall.SetTable(podNetns, "someone-else")
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
-	assert.Len(t, kf.Firewall.Applied(), 3, "the marker differs: programmed")
+	assert.Len(t, kf.Firewall.Applied(), 4, "the marker differs: programmed")
 	assert.Equal(t, policyOf(t, kf, "sb1").Digest, kf.Firewall.Table(podNetns))
 
 	// A policy change: the new ruleset, recorded.
@@ -291,8 +301,8 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 	})
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
 	calls := kf.Firewall.Applied()
-	require.Len(t, calls, 4)
-	assert.Equal(t, calls[3].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
+	require.Len(t, calls, 5)
+	assert.Equal(t, calls[4].Ruleset.Digest, policyOf(t, kf, "sb1").Digest)
 	events := kf.Sink.PolicyEvents()
 	require.NotEmpty(t, events)
 	assert.Equal(t, "notes", events[len(events)-1].Reason)
@@ -305,7 +315,7 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 	})
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
-	assert.Len(t, kf.Firewall.Applied(), 5)
+	assert.Len(t, kf.Firewall.Applied(), 6)
 	assert.Equal(t, "", kf.Firewall.Table(podNetns))
 	assert.Equal(t, "", policyOf(t, kf, "sb1").Digest)
 
@@ -313,7 +323,7 @@ func TestApplyPolicyOnlyWhenTheDigestDiffers(t *testing.T) {
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "nosuch"))
 	require.NoError(t, kf.Mgr.Detach(ctx, sb, false))
 	require.NoError(t, kf.Mgr.ApplyPolicy(ctx, "sb1"))
-	assert.Len(t, kf.Firewall.Applied(), 5)
+	assert.Len(t, kf.Firewall.Applied(), 6)
 }
 
 // A sandbox busy with another operation is not waited for beyond the
@@ -400,13 +410,13 @@ func TestPolicyDriftCheck(t *testing.T) {
 	_, failed, busy := kf.Mgr.Check(ctx, "sb1")
 	assert.Zero(t, failed)
 	assert.False(t, busy)
-	assert.Len(t, kf.Firewall.Applied(), 2)
+	assert.Len(t, kf.Firewall.Applied(), 3)
 
 	want := kf.Firewall.Table(podNetns)
 	kf.Firewall.SetTable(podNetns, "")
 	_, failed, _ = kf.Mgr.Check(ctx, "sb1")
 	assert.Equal(t, 1, failed)
-	assert.Len(t, kf.Firewall.Applied(), 3)
+	assert.Len(t, kf.Firewall.Applied(), 4)
 	assert.Equal(t, want, kf.Firewall.Table(podNetns), "reprogrammed")
 	events := kf.Sink.PolicyEvents()
 	require.NotEmpty(t, events)
@@ -441,7 +451,7 @@ func TestPolicyRestartConvergesWithoutReprogramming(t *testing.T) {
 
 	assert.Equal(t, []string{"sb1"}, kf.Mgr.PolicySandboxes())
 	require.NoError(t, kf.Mgr.ApplyPolicy(context.Background(), "sb1"))
-	assert.Len(t, fw.Applied(), 2, "no Apply")
+	assert.Len(t, fw.Applied(), 3, "no Apply")
 	assert.Len(t, src.Local["uid-sb1"], 1, "the peer index learnt the record")
 }
 

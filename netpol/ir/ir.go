@@ -172,3 +172,21 @@ type Note struct {
 	Reason  string
 	Message string
 }
+
+// Closed is rs with every chain reduced to its final Drop: the same
+// interfaces and directions, nothing allowed (not even replies: there are
+// none before the interface exists). An attach programs it before the
+// first ADD, so every interface is born closed, and replaces it with rs
+// while the ADDs run; a packet dropped meanwhile leaves no conntrack entry
+// (it is never confirmed), so nothing admitted then outlives the swap.
+func Closed(rs Ruleset) Ruleset {
+	if rs.Empty() {
+		return Ruleset{}
+	}
+	out := Ruleset{Chains: make([]Chain, 0, len(rs.Chains))}
+	for _, c := range rs.Chains {
+		out.Chains = append(out.Chains, Chain{IfName: c.IfName, Direction: c.Direction,
+			Rules: []Rule{{Verdict: Drop, Comment: "closed until the attach completes"}}})
+	}
+	return Seal(out)
+}
