@@ -71,8 +71,10 @@ func TestApplyEveryRuleKindReadsBack(t *testing.T) {
 	require.Len(t, out, 1, "output: only the dispatch")
 	assert.Equal(t, "o-net1", out[0].Exprs[len(out[0].Exprs)-1].(*expr.Verdict).Chain)
 
-	// One nft rule per contract rule, one per family where it has both.
-	assert.Len(t, rules(t, n, "i-net1"), 9)
+	// One nft rule per contract rule, one per family where it has both; a
+	// run of accepts on addresses, protocol and ports is one lookup per
+	// family (merge.go): ingress[0] and "both families".
+	assert.Len(t, rules(t, n, "i-net1"), 8)
 	assert.Len(t, rules(t, n, "o-net1"), 7, "replies, ND, named port v4 tcp + udp, v6 tcp, addrs, drop")
 	assert.Len(t, rules(t, n, "i-net2"), 2)
 	comments := []string{}
@@ -80,17 +82,19 @@ func TestApplyEveryRuleKindReadsBack(t *testing.T) {
 		c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
 		comments = append(comments, c)
 	}
-	assert.Equal(t, []string{"replies", "ND and MLD", "protocol only", "ns/p ingress[0]", "both families",
-		"both families", "one range", "", "default deny"}, comments)
+	assert.Equal(t, []string{"replies", "ND and MLD", "protocol only", "2 rules: ns/p ingress[0]",
+		"2 rules: ns/p ingress[0]", "one range", "", "default deny"}, comments)
 	last := rules(t, n, "i-net2")[1]
 	assert.Equal(t, expr.VerdictDrop, last.Exprs[len(last.Exprs)-1].(*expr.Verdict).Kind)
 
-	// The sets, read back element by element. "both families" has one
-	// block per family: compared in its rules, no set.
+	// The sets, read back element by element: egress's addresses; the
+	// merged run's (address . protocol . port) ranges, one per family.
 	sets := setContents(t, n)
 	assert.Equal(t, []string{"10.1.0.5", "10.1.0.6 end", "10.1.0.9", "10.1.0.10 end",
-		"192.168.0.0", "192.168.2.0 end"}, sets["ipv4_addr"], "ingress[0]'s (shared with egress)")
-	assert.Equal(t, []string{"0.80", "0.81 end", "23.112", "26.245 end"}, sets["inet_service"])
+		"192.168.0.0", "192.168.2.0 end"}, sets["ipv4_addr"], "egress's addresses")
+	assert.Empty(t, sets["inet_service"], "ingress[0]'s ports are in the merged set")
+	assert.Len(t, sets["ipv4_addr . inet_proto . inet_service"], 7, "3 blocks × 2 port ranges on TCP, one block on UDP")
+	assert.Len(t, sets["ipv6_addr . inet_proto . inet_service"], 1)
 	assert.Len(t, sets["icmpv6_type"], 8)
 	assert.Len(t, sets["ipv4_addr . inet_service"], 2)
 	assert.Len(t, sets["ipv6_addr . inet_service"], 1)

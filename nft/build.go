@@ -123,10 +123,8 @@ func build(t *nftables.Table, rs ir.Ruleset) (*program, error) {
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ifname(c.IfName)},
 			&expr.Verdict{Kind: expr.VerdictJump, Chain: name},
 		}})
-		for i, r := range c.Rules {
-			if err := p.addRule(name, c.Direction, r); err != nil {
-				return nil, fmt.Errorf("chain %q %s rule %d (%s): %w", c.IfName, c.Direction, i, r.Comment, err)
-			}
+		if err := p.addRules(name, c.Direction, c.Rules); err != nil {
+			return nil, fmt.Errorf("chain %q %s %w", c.IfName, c.Direction, err)
 		}
 	}
 	return p, nil
@@ -163,17 +161,10 @@ func (p *program) addRule(chain string, d ir.Direction, r ir.Rule) error {
 	if r.Addrs != nil && len(r.Addrs) == 0 || r.AddrPorts != nil && len(r.AddrPorts) == 0 {
 		return nil // matches nothing: emitting nothing is the same
 	}
-	var comment []byte
-	if r.Comment != "" {
-		c := r.Comment
-		if len(c) > maxComment {
-			c = c[:maxComment]
-		}
-		comment = userdata.AppendString(nil, userdata.TypeComment, c)
-	}
+	ud := comment(r.Comment)
 	emit := func(exprs []expr.Any) {
 		exprs = append(exprs, &expr.Verdict{Kind: verdict})
-		p.rules = append(p.rules, rule{chain: chain, exprs: exprs, userdata: comment})
+		p.rules = append(p.rules, rule{chain: chain, exprs: exprs, userdata: ud})
 	}
 	for _, fam := range families(r) {
 		var ex []expr.Any
@@ -209,6 +200,17 @@ func (p *program) addRule(chain string, d ir.Direction, r ir.Rule) error {
 		emit(ex)
 	}
 	return nil
+}
+
+// comment is a rule's userdata: c, cut to what nft keeps; nil for "".
+func comment(c string) []byte {
+	if c == "" {
+		return nil
+	}
+	if len(c) > maxComment {
+		c = c[:maxComment]
+	}
+	return userdata.AppendString(nil, userdata.TypeComment, c)
 }
 
 // families says which address families a rule is emitted for: its own, or

@@ -124,6 +124,33 @@ func TestTrafficMatchesTheRuleset(t *testing.T) {
 			{proto: "tcp", src: peerV4, dst: podV4, port: 8081, want: true}, // ingress not isolated
 		},
 	}, {
+		// Consecutive accepts of one shape become one lookup in a set of
+		// (address . protocol . port) ranges: overlapping blocks and ports,
+		// both families, two protocols.
+		name: "merged accepts",
+		chains: []ir.Chain{chain("net1", ir.Ingress, nd,
+			ir.Rule{Family: ir.IPv4, Addrs: pfx(peerV4 + "/32"), Protocol: ir.ProtoTCP,
+				Ports: []ir.PortRange{{First: 8080, Last: 8080}}, Verdict: ir.Accept},
+			ir.Rule{Family: ir.IPv4, Addrs: pfx("10.77.0.0/30"), Protocol: ir.ProtoUDP,
+				Ports: []ir.PortRange{{First: 5353, Last: 5360}}, Verdict: ir.Accept},
+			ir.Rule{Addrs: pfx(peerV4+"/32", peerV6+"/128"), Protocol: ir.ProtoTCP,
+				Ports: []ir.PortRange{{First: 9000, Last: 9100}, {First: 8080, Last: 8080}}, Verdict: ir.Accept},
+			ir.Rule{Family: ir.IPv6, Addrs: pfx("fd77::/126"), Protocol: ir.ProtoTCP,
+				Ports: []ir.PortRange{{First: 8080, Last: 8080}}, Verdict: ir.Accept})},
+		flows: []flow{
+			{proto: "tcp", src: peerV4, dst: podV4, port: 8080, want: true},
+			{proto: "tcp", src: otherV4, dst: podV4, port: 8080, want: false},
+			{proto: "udp", src: otherV4, dst: podV4, port: 5353, want: true},
+			{proto: "udp", src: peerV4, dst: podV4, port: 8080, want: false},
+			{proto: "tcp", src: peerV4, dst: podV4, port: 5353, want: false},
+			{proto: "tcp", src: peerV4, dst: podV4, port: 9050, want: true},
+			{proto: "tcp", src: otherV4, dst: podV4, port: 9050, want: false},
+			{proto: "tcp", src: peerV6, dst: podV6, port: 9050, want: true},
+			{proto: "tcp", src: otherV6, dst: podV6, port: 9050, want: false},
+			{proto: "tcp", src: otherV6, dst: podV6, port: 8080, want: true},
+			{proto: "udp", src: otherV6, dst: podV6, port: 8080, want: false},
+		},
+	}, {
 		name: "sctp is not tcp",
 		chains: []ir.Chain{chain("net1", ir.Ingress,
 			ir.Rule{Protocol: ir.ProtoSCTP, Ports: []ir.PortRange{{First: 7777, Last: 7777}}, Verdict: ir.Accept})},
