@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/nri-cni/nri-cni/netns"
 	"github.com/nri-cni/nri-cni/netpol/ir"
@@ -227,4 +228,37 @@ func compareDotted(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// A kernel without sets of concatenated ranges (Linux before 5.6) refuses
+// the merged batch with EOPNOTSUPP and commits nothing of it: the same
+// rules go again unmerged, one nft rule each, on this and every later
+// batch of the Programmer.
+func TestMergedSetRefusedFallsBackToOneRuleEach(t *testing.T) {
+	n := newNS(t)
+	calls := 0
+	p, err := nft.New(nft.WithFlush(func(c *nftables.Conn) error {
+		calls++
+		if calls == 1 {
+			return fmt.Errorf("netlink receive: %w", unix.EOPNOTSUPP)
+		}
+		return c.Flush()
+	}))
+	require.NoError(t, err)
+	apply(t, p, n, everyKind("d1"))
+	assert.Equal(t, 2, calls, "refused once, then unmerged")
+	assert.Equal(t, "d1", digest(t, p, n))
+	assert.Len(t, rules(t, n, "i-net1"), 9, "one nft rule per contract rule and family")
+	assert.Empty(t, setContents(t, n)["ipv4_addr . inet_proto . inet_service"])
+
+	apply(t, p, n, everyKind("d2"))
+	assert.Equal(t, 3, calls, "later batches are unmerged at once")
+	assert.Len(t, rules(t, n, "i-net1"), 9)
+
+	// Any other error is the caller's, and does not switch merging off.
+	calls = 0
+	q, err := nft.New(nft.WithFlush(func(*nftables.Conn) error { calls++; return unix.EPERM }))
+	require.NoError(t, err)
+	require.ErrorIs(t, q.Apply(context.Background(), target(t, n), everyKind("d3")), unix.EPERM)
+	assert.Equal(t, 1, calls)
 }

@@ -66,6 +66,8 @@ type program struct {
 	rules  []rule
 	byKey  map[[sha256.Size]byte]*set
 	table  *nftables.Table
+	// merge: runs of accepts become one lookup (merge.go); merged: one did.
+	merge, merged bool
 }
 
 // chainName is the per-interface chain of (ifname, direction).
@@ -86,11 +88,11 @@ func validIfName(n string) bool {
 
 // build translates rs into the objects of table t. An error names the chain
 // and rule that cannot be programmed (a renderer bug, never tenant input).
-func build(t *nftables.Table, rs ir.Ruleset) (*program, error) {
+func build(t *nftables.Table, rs ir.Ruleset, merge bool) (*program, error) {
 	if rs.Digest == "" {
 		return nil, fmt.Errorf("ruleset has no digest")
 	}
-	p := &program{table: t, byKey: map[[sha256.Size]byte]*set{}}
+	p := &program{table: t, byKey: map[[sha256.Size]byte]*set{}, merge: merge}
 	accept := nftables.ChainPolicyAccept
 	p.chains = append(p.chains,
 		&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookInput,

@@ -81,7 +81,7 @@ func TestBuildComparesOneRangeWithoutASet(t *testing.T) {
 		}
 		rs := ir.Ruleset{Digest: "d", Chains: []ir.Chain{{IfName: "net1", Direction: ir.Ingress,
 			Rules: []ir.Rule{{Addrs: pfx, Verdict: ir.Accept}}}}}
-		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs)
+		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs, true)
 		require.NoError(t, err)
 		last := prog.rules[len(prog.rules)-1].exprs
 		assert.Equal(t, c.want, fmt.Sprintf("%T", last[len(last)-2]), "%v", c.addrs)
@@ -98,7 +98,7 @@ func TestBuildSharesSetsAndNeverUsesTheGlobalSetID(t *testing.T) {
 		{IfName: "net1", Direction: ir.Ingress, Rules: []ir.Rule{r}},
 		{IfName: "net2", Direction: ir.Ingress, Rules: []ir.Rule{r, {Verdict: ir.Drop}}},
 	}}
-	prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs)
+	prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs, true)
 	require.NoError(t, err)
 	require.Len(t, prog.sets, 1)
 	assert.Equal(t, uint32(1), prog.sets[0].set.ID)
@@ -114,7 +114,7 @@ func TestBuildSharesSetsAndNeverUsesTheGlobalSetID(t *testing.T) {
 	assert.Equal(t, 2, lookups)
 	// A rule whose peers resolved to no address is not emitted.
 	rs.Chains[0].Rules[0].Addrs = []netip.Prefix{}
-	prog, err = build(&nftables.Table{Name: TableName}, rs)
+	prog, err = build(&nftables.Table{Name: TableName}, rs, true)
 	require.NoError(t, err)
 	assert.Len(t, prog.rules, 1+2+1+1, "marker, two dispatches, net2's two rules, none for net1's")
 }
@@ -132,7 +132,7 @@ func BenchmarkBuild(b *testing.B) {
 		{Family: ir.IPv4, Addrs: prefixes, Protocol: ir.ProtoTCP, Ports: []ir.PortRange{{First: 80, Last: 80}}, Verdict: ir.Accept},
 		{Verdict: ir.Drop}}}}}
 	for b.Loop() {
-		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs)
+		prog, err := build(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, rs, true)
 		if err != nil {
 			b.Fatal(err)
 		}

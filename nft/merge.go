@@ -42,11 +42,12 @@ func (p *program) addRules(chain string, d ir.Direction, rules []ir.Rule) error 
 		}
 		if len(run) > 1 {
 			p.addMerged(chain, d, run)
+			p.merged = true
 		}
 		return nil
 	}
 	for i, r := range rules {
-		if mergeable(r) {
+		if p.merge && mergeable(r) {
 			run = append(run, r)
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/google/nftables"
@@ -49,6 +50,9 @@ type Programmer struct {
 	resolver *netns.Resolver
 	// flush sends a batch (tests inject failures).
 	flush func(*nftables.Conn) error
+	// unmerged: the kernel refused a set of concatenated ranges (Linux
+	// before 5.6: EOPNOTSUPP); every later batch has one rule per rule.
+	unmerged atomic.Bool
 }
 
 // Option configures a Programmer.
@@ -159,7 +163,7 @@ func (p *Programmer) Apply(ctx context.Context, ns netns.Netns, rs ir.Ruleset) e
 	if rs.Empty() {
 		return p.Delete(ctx, ns)
 	}
-	prog, err := build(table(), rs)
+	prog, err := build(table(), rs, !p.unmerged.Load())
 	if err != nil {
 		return fmt.Errorf("netns %s: %w", ns.Path, err)
 	}
@@ -176,6 +180,15 @@ func (p *Programmer) Apply(ctx context.Context, ns netns.Netns, rs ir.Ruleset) e
 		})
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) && prog.merged && !p.unmerged.Swap(true) {
+			// Nothing of a refused batch was committed: the same
+			// rules again, one nft rule each, on this and every batch.
+			if prog, err = build(table(), rs, false); err != nil {
+				return fmt.Errorf("netns %s: %w", ns.Path, err)
+			}
+			try--
+			continue
 		}
 		if !errors.Is(err, syscall.ENOBUFS) {
 			return err
