@@ -236,7 +236,7 @@ func TestBackgroundAttachNoContainerBeforeTheRules(t *testing.T) {
 	close(block)
 	require.NoError(t, createContainer(t, p, pod), "the kubelet's retry")
 	calls := f.Firewall.Applied()
-	require.Len(t, calls, 2)
-	assert.Empty(t, calls[0].Seen, "the rules before the ADD")
+	require.Len(t, calls, 3, "closed before the ADD, the full rules beside it, again with the pod's addresses")
+	assert.Empty(t, calls[0].Seen, "the closed table before the ADD")
 	assert.Equal(t, []string{"ADD alpha net1"}, f.Cmds())
 }
