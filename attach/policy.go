@@ -201,12 +201,9 @@ func (p *policies) remember(sb Sandbox) {
 // record says it is programmed already (force: also when it does). The
 // record's digest follows what the kernel has.
 func (p *policies) program(ctx context.Context, ns netns.Netns, rec *state.Record, nets []state.Network, force bool) error {
-	rs, notes, err := p.src.Render(ctx, p.target(rec, nets))
-	if len(notes) > 0 && p.sink != nil {
-		p.sink.PolicyNotes(podOf(rec), notes)
-	}
+	rs, err := p.render(ctx, rec, nets)
 	if err != nil {
-		return fmt.Errorf("%w: rendering: %w", ErrPolicyNotProgrammed, err)
+		return err
 	}
 	if !force && rec.Policy != nil && rec.Policy.Digest == marker(rs) {
 		return nil
@@ -214,11 +211,29 @@ func (p *policies) program(ctx context.Context, ns netns.Netns, rec *state.Recor
 	if err := p.fw.Apply(ctx, ns, rs); err != nil {
 		return fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
 	}
+	recordDigest(rec, rs)
+	return nil
+}
+
+// render is rec's pod's ruleset over nets; what rendering noted goes to the
+// sink.
+func (p *policies) render(ctx context.Context, rec *state.Record, nets []state.Network) (ir.Ruleset, error) {
+	rs, notes, err := p.src.Render(ctx, p.target(rec, nets))
+	if len(notes) > 0 && p.sink != nil {
+		p.sink.PolicyNotes(podOf(rec), notes)
+	}
+	if err != nil {
+		return ir.Ruleset{}, fmt.Errorf("%w: rendering: %w", ErrPolicyNotProgrammed, err)
+	}
+	return rs, nil
+}
+
+// recordDigest makes rec say that rs is what the kernel has.
+func recordDigest(rec *state.Record, rs ir.Ruleset) {
 	if rec.Policy == nil {
 		rec.Policy = &state.Policy{}
 	}
 	rec.Policy.Digest = marker(rs)
-	return nil
 }
 
 // programBeside is program for the start of an attach, split so that the
@@ -231,25 +246,16 @@ func (p *policies) program(ctx context.Context, ns netns.Netns, rec *state.Recor
 // before rec is read or the sandbox's lock released. A render with no
 // chains programs nothing beside: it deletes a table as program does.
 func (p *policies) programBeside(ctx context.Context, ns netns.Netns, rec *state.Record, nets []state.Network) (wait func() error, err error) {
-	rs, notes, err := p.src.Render(ctx, p.target(rec, nets))
-	if len(notes) > 0 && p.sink != nil {
-		p.sink.PolicyNotes(podOf(rec), notes)
-	}
+	rs, err := p.render(ctx, rec, nets)
 	if err != nil {
-		return nil, fmt.Errorf("%w: rendering: %w", ErrPolicyNotProgrammed, err)
+		return nil, err
 	}
 	first := ir.Closed(rs) // empty when rs is
 	if err := p.fw.Apply(ctx, ns, first); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
 	}
-	set := func() {
-		if rec.Policy == nil {
-			rec.Policy = &state.Policy{}
-		}
-		rec.Policy.Digest = marker(rs)
-	}
 	if rs.Empty() {
-		set()
+		recordDigest(rec, rs)
 		return func() error { return nil }, nil
 	}
 	done := make(chan error, 1)
@@ -258,7 +264,7 @@ func (p *policies) programBeside(ctx context.Context, ns netns.Netns, rec *state
 		if err := <-done; err != nil {
 			return fmt.Errorf("%w: %w", ErrPolicyNotProgrammed, err)
 		}
-		set()
+		recordDigest(rec, rs)
 		return nil
 	}, nil
 }
